@@ -1,0 +1,73 @@
+"""Held-out evaluation: greedy answers on problems the run never trains on.
+
+This side evaluation is what tells real progress from reward hacking: the training reward can rise
+while held-out accuracy does not. Used by the trainer (every N steps, at start and end) and by
+`grpo-desktop eval`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grpo_desktop.engine.config import TrainConfig
+from grpo_desktop.engine.data import Example, build_prompt
+from grpo_desktop.engine.events import EvalResult
+from grpo_desktop.engine.rewards import accuracy_reward, format_reward
+from grpo_desktop.engine.rollout import generate_completions, tokenize_prompts
+
+EVAL_BATCH = 64
+
+
+def evaluate(
+    policy, examples: list[Example], cfg: TrainConfig, step: int, n_samples: int = 4
+) -> EvalResult:
+    r = cfg.rewards
+    correct = formatted = 0.0
+    lengths: list[float] = []
+    samples = []
+    for start in range(0, len(examples), EVAL_BATCH):
+        batch = examples[start : start + EVAL_BATCH]
+        texts = [build_prompt(policy.tokenizer, ex.problem, cfg.data.system_prompt) for ex in batch]
+        ids, mask = tokenize_prompts(
+            policy.tokenizer, texts, cfg.data.max_prompt_length, policy.device
+        )
+        with torch.no_grad():
+            comps = generate_completions(
+                policy.model,
+                policy.tokenizer,
+                ids,
+                mask,
+                max_new_tokens=cfg.algorithm.max_completion_length,
+                greedy=True,
+            )
+        answers = [ex.answer for ex in batch]
+        acc = accuracy_reward(
+            comps.texts,
+            answers,
+            mode=r.answer_extraction,
+            answer_tag=r.answer_tag,
+            tolerance=r.numeric_tolerance,
+        )
+        fmt = format_reward(comps.texts, think_tag=r.think_tag, answer_tag=r.answer_tag)
+        correct += sum(v or 0.0 for v in acc)
+        formatted += sum(fmt)
+        lengths.extend(comps.lengths.tolist())
+        for ex, text, ok in zip(batch, comps.texts, acc):
+            if len(samples) < n_samples:
+                samples.append(
+                    {
+                        "prompt": ex.problem,
+                        "completion": text,
+                        "answer": ex.answer,
+                        "correct": ok == 1.0,
+                    }
+                )
+    n = len(examples)
+    return EvalResult(
+        step=step,
+        accuracy=correct / max(n, 1),
+        format_rate=formatted / max(n, 1),
+        n=n,
+        mean_length=sum(lengths) / max(len(lengths), 1),
+        samples=samples,
+    )

@@ -1,0 +1,169 @@
+"""The events a training run yields: plain frozen dataclasses, one JSON line each.
+
+The engine's generator yields these; the CLI writes them to `events.jsonl`, the GUI worker forwards
+them as Qt signals, and the session layer appends them to history. They hold only str, int, float,
+bool, list, dict and None (never tensors, never NaN: a missing number is None), so they cross
+threads and processes safely and read back with `event_from_dict`.
+
+Deliberately torch-free (enforced by import-linter).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+def clean(value: Any) -> Any:
+    """Make a value strictly JSON-safe: NaN/inf become None, tuples become lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Event:
+    type: ClassVar[str] = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"type": self.type}
+        out.update(clean(dataclasses.asdict(self)))
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, allow_nan=False)
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    """A run (or a resumed run) begins. `start_step` is the last completed step (0 when new)."""
+
+    type: ClassVar[str] = "run_started"
+    run_id: str
+    config: dict
+    start_step: int
+    total_steps: int
+    device: str
+    model: str
+    num_parameters: int = 0
+    num_trainable: int = 0
+    resumed: bool = False
+    time: float = 0.0
+
+
+@dataclass(frozen=True)
+class Rollouts(Event):
+    """Every completion of one step. Each row holds:
+
+    group, prompt, completion, answer, rewards ({function: float | None}), reward (weighted total,
+    None when no function could score it), advantage, length (tokens), truncated (hit the length
+    limit), error (checker error text or None).
+    """
+
+    type: ClassVar[str] = "rollouts"
+    step: int
+    rows: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StepMetrics(Event):
+    """Metrics of one finished step, with TRL's names (see GRPO.md), and its advantage histogram
+    as {"edges": [n+1 floats], "counts": [n ints]}."""
+
+    type: ClassVar[str] = "step"
+    step: int
+    total_steps: int
+    metrics: dict = field(default_factory=dict)
+    advantage_hist: dict = field(default_factory=dict)
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True)
+class EvalResult(Event):
+    """Held-out accuracy with greedy decoding: the side evaluation the reward cannot game."""
+
+    type: ClassVar[str] = "eval"
+    step: int
+    accuracy: float
+    format_rate: float
+    n: int
+    mean_length: float = 0.0
+    samples: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CheckpointSaved(Event):
+    type: ClassVar[str] = "checkpoint"
+    step: int
+    path: str
+
+
+@dataclass(frozen=True)
+class LogMessage(Event):
+    """Something the user should read: a warning, or a hint about what the run is doing."""
+
+    type: ClassVar[str] = "log"
+    step: int
+    level: str  # "info" | "warning"
+    message: str
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    """The last event of every run. status: completed | stopped | failed."""
+
+    type: ClassVar[str] = "run_finished"
+    status: str
+    step: int
+    message: str = ""
+    error: str | None = None
+    elapsed: float = 0.0
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls
+    for cls in (
+        RunStarted,
+        Rollouts,
+        StepMetrics,
+        EvalResult,
+        CheckpointSaved,
+        LogMessage,
+        RunFinished,
+    )
+}
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """Rebuild an event from its JSON form; unknown keys (from newer versions) are ignored."""
+    data = dict(data)
+    kind = data.pop("type", None)
+    cls = EVENT_TYPES.get(kind)
+    if cls is None:
+        raise ValueError(f"Unknown event type {kind!r}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def read_events(path: str) -> list[Event]:
+    """Read an events.jsonl file, tolerating a torn last line (a crash mid-write)."""
+    events = []
+    with open(path, encoding="utf-8") as fh:
+        lines = fh.read().split("\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            events.append(event_from_dict(json.loads(line)))
+        except (json.JSONDecodeError, TypeError, ValueError):
+            if i >= len(lines) - 2:  # torn final line
+                break
+            raise ValueError(f"{path}: line {i + 1} is not a valid event") from None
+    return events

@@ -1,0 +1,141 @@
+"""Sampling completions and scoring their tokens: one batched generate, then per-token log-probs.
+
+`generate_completions` runs all B·G completions of a step in one `generate` call and returns the
+completion tokens with their mask (padding and everything after the first EOS excluded).
+`token_logps` recomputes log-probs of those tokens under any module (policy, old policy, reference)
+from logits divided by the sampling temperature, keeping logits only for completion positions and
+processing rows in chunks so the full-vocabulary logits never exist for the whole batch at once.
+
+Does not compute rewards or losses. Try it: see tests/test_rollout.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+LOGITS_BUDGET = 2**25  # elements of (rows, C, V) float logits materialised at once (~128 MB fp32)
+
+
+@dataclass
+class Completions:
+    prompt_ids: torch.Tensor  # (N, P) left-padded
+    prompt_mask: torch.Tensor  # (N, P)
+    completion_ids: torch.Tensor  # (N, C)
+    completion_mask: torch.Tensor  # (N, C) float, 1 up to and including the first EOS
+    truncated: torch.Tensor  # (N,) bool, no EOS within max_new_tokens
+    texts: list[str]
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.completion_mask.sum(dim=1)  # (N,)
+
+
+def tokenize_prompts(tokenizer, texts: list[str], max_length: int, device: torch.device):
+    """Left-padded prompt ids and mask; over-long prompts lose their beginning, not their question."""
+    tokenizer.padding_side = "left"
+    tokenizer.truncation_side = "left"
+    enc = tokenizer(
+        texts,
+        return_tensors="pt",
+        padding=True,
+        truncation=True,
+        max_length=max_length,
+        add_special_tokens=False,
+    )
+    return enc["input_ids"].to(device), enc["attention_mask"].to(device)  # (N, P), (N, P)
+
+
+def completion_mask(completion_ids: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask of real completion tokens (through the first EOS) and the truncated flag per row."""
+    is_eos = completion_ids == eos_id  # (N, C)
+    has_eos = is_eos.any(dim=1)  # (N,)
+    C = completion_ids.size(1)
+    first_eos = torch.where(
+        has_eos, is_eos.int().argmax(dim=1), torch.full_like(has_eos, C, dtype=torch.long)
+    )
+    positions = torch.arange(C, device=completion_ids.device).expand_as(completion_ids)  # (N, C)
+    mask = (positions <= first_eos.unsqueeze(1)).float()  # (N, C)
+    return mask, ~has_eos
+
+
+@torch.no_grad()
+def generate_completions(
+    model,
+    tokenizer,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    greedy: bool = False,
+    min_new_tokens: int = 0,
+) -> Completions:
+    """Sample one completion per row of prompt_ids (repeat prompts G times before calling)."""
+    was_training = model.training
+    model.eval()
+    eos_id = tokenizer.eos_token_id
+    sampling = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": None}
+    try:
+        out = model.generate(
+            input_ids=prompt_ids,
+            attention_mask=prompt_mask,
+            do_sample=not greedy,
+            max_new_tokens=max_new_tokens,
+            min_new_tokens=min_new_tokens,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=eos_id,
+            use_cache=True,
+            **sampling,
+        )  # (N, P + C')
+    finally:
+        model.train(was_training)
+    completion_ids = out[:, prompt_ids.size(1) :]  # (N, C')
+    mask, truncated = completion_mask(completion_ids, eos_id)
+    completion_ids = completion_ids.masked_fill(mask == 0, tokenizer.pad_token_id)
+    texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+    return Completions(prompt_ids, prompt_mask, completion_ids, mask, truncated, texts)
+
+
+def token_logps(
+    model,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probs (N, C) of completion_ids under `model` and optionally entropies (N, C).
+
+    Gradients flow when called outside no_grad. Position ids follow the attention mask, as in
+    generation, so left-padded rows see the same positions they were sampled with.
+    """
+    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (N, P + C)
+    attention = torch.cat([prompt_mask, completion_mask.to(prompt_mask.dtype)], dim=1)  # (N, P + C)
+    position_ids = (attention.cumsum(dim=1) - 1).clamp(min=0)  # (N, P + C)
+    N, C = completion_ids.shape
+    vocab = getattr(model.config, "vocab_size", 32000)
+    rows = max(1, LOGITS_BUDGET // max(1, C * vocab))
+    logps, entropies = [], []
+    for start in range(0, N, rows):
+        sl = slice(start, start + rows)
+        logits = model(
+            input_ids=input_ids[sl],
+            attention_mask=attention[sl],
+            position_ids=position_ids[sl],
+            logits_to_keep=C + 1,
+            use_cache=False,
+        ).logits[:, :-1, :]  # (n, C, V): position t predicts completion token t
+        logits = logits.float() / temperature
+        log_norm = torch.logsumexp(logits, dim=-1)  # (n, C)
+        picked = logits.gather(-1, completion_ids[sl].unsqueeze(-1)).squeeze(-1)  # (n, C)
+        logps.append(picked - log_norm)
+        if with_entropy:
+            with torch.no_grad():
+                logp_all = logits - log_norm.unsqueeze(-1)  # (n, C, V)
+                entropies.append(-(logp_all.exp() * logp_all).sum(-1))  # (n, C)
+    entropy = torch.cat(entropies) if with_entropy else None
+    return torch.cat(logps), entropy  # (N, C), (N, C) | None

@@ -1,0 +1,276 @@
+"""One GRPO step: sample B·G completions, score them, compute advantages, update the policy.
+
+`sample_groups` generates and scores groups for a list of examples; `grpo_step` adds dynamic
+sampling, the old/reference log-prob passes, the micro-batched loss with gradient accumulation and
+the optimizer step, and returns the rollout rows and TRL-named metrics of the step.
+
+Does not loop over steps, evaluate or checkpoint (trainer.py does). Time spent per phase is
+returned in the metrics (`time/generate`, `time/rewards`, `time/ref`, `time/update`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from grpo_desktop.engine.config import TrainConfig
+from grpo_desktop.engine.data import Example, build_prompt
+from grpo_desktop.engine.loss import compute_advantages, policy_loss
+from grpo_desktop.engine.rewards import RewardBatch, RewardSet
+from grpo_desktop.engine.rollout import (
+    Completions,
+    generate_completions,
+    token_logps,
+    tokenize_prompts,
+)
+
+
+@dataclass
+class Groups:
+    """Completions of several prompts, G per prompt, contiguous per group."""
+
+    examples: list[Example]
+    completions: Completions
+    rewards: RewardBatch
+    totals: torch.Tensor  # (N,) weighted reward, NaN where nothing could score
+    timings: dict = field(default_factory=dict)
+
+
+@dataclass
+class StepOutput:
+    rows: list[dict]
+    metrics: dict[str, float]
+    advantages: list[float]
+
+
+def sample_groups(policy, examples: list[Example], cfg: TrainConfig, rewards: RewardSet) -> Groups:
+    a = cfg.algorithm
+    G = a.num_generations
+    texts = [build_prompt(policy.tokenizer, ex.problem, cfg.data.system_prompt) for ex in examples]
+    prompt_ids, prompt_mask = tokenize_prompts(
+        policy.tokenizer, texts, cfg.data.max_prompt_length, policy.device
+    )  # (B, P)
+    t0 = time.perf_counter()
+    comps = generate_completions(
+        policy.model,
+        policy.tokenizer,
+        prompt_ids.repeat_interleave(G, dim=0),  # (B*G, P)
+        prompt_mask.repeat_interleave(G, dim=0),
+        max_new_tokens=a.max_completion_length,
+        temperature=a.temperature,
+        top_p=a.top_p,
+    )
+    t1 = time.perf_counter()
+    problems = [ex.problem for ex in examples for _ in range(G)]
+    answers = [ex.answer for ex in examples for _ in range(G)]
+    scored = rewards.score(problems, comps.texts, answers)
+    totals = torch.tensor(
+        [math.nan if v is None else float(v) for v in scored.totals], dtype=torch.float32
+    )  # (N,)
+    timings = {"time/generate": t1 - t0, "time/rewards": time.perf_counter() - t1}
+    return Groups(examples, comps, scored, totals, timings)
+
+
+def _group_has_spread(totals: torch.Tensor, G: int) -> torch.Tensor:
+    grouped = totals.view(-1, G)  # (B, G)
+    finite = torch.nan_to_num(grouped, nan=math.inf)
+    lo = finite.min(dim=1).values
+    hi = torch.nan_to_num(grouped, nan=-math.inf).max(dim=1).values
+    return (hi - lo) > 1e-6  # (B,)
+
+
+def _pad_cat(tensors: list[torch.Tensor], value: float, left: bool) -> torch.Tensor:
+    width = max(t.size(1) for t in tensors)
+    out = []
+    for t in tensors:
+        pad = (width - t.size(1), 0) if left else (0, width - t.size(1))
+        out.append(torch.nn.functional.pad(t, pad, value=value))
+    return torch.cat(out)
+
+
+def select_groups(parts: list[Groups], keep: list[torch.Tensor], G: int, pad_id: int) -> Groups:
+    """Concatenate the kept groups of several sampling rounds into one Groups."""
+    examples, idx_rows = [], []
+    for part, kept in zip(parts, keep):
+        for g in torch.nonzero(kept).flatten().tolist():
+            examples.append(part.examples[g])
+        rows = torch.nonzero(kept.repeat_interleave(G)).flatten()
+        idx_rows.append(rows)
+
+    def cat(attr, value, left):
+        return _pad_cat(
+            [getattr(p.completions, attr)[r] for p, r in zip(parts, idx_rows)], value, left
+        )
+
+    texts = [p.completions.texts[i] for p, r in zip(parts, idx_rows) for i in r.tolist()]
+    comps = Completions(
+        cat("prompt_ids", pad_id, True),
+        cat("prompt_mask", 0, True),
+        cat("completion_ids", pad_id, False),
+        cat("completion_mask", 0, False),
+        torch.cat([p.completions.truncated[r] for p, r in zip(parts, idx_rows)]),
+        texts,
+    )
+    names = parts[0].rewards.names
+    pick = [(p, r.tolist()) for p, r in zip(parts, idx_rows)]
+    batch = RewardBatch(
+        names=names,
+        values={n: [p.rewards.values[n][i] for p, rr in pick for i in rr] for n in names},
+        totals=[p.rewards.totals[i] for p, rr in pick for i in rr],
+        errors=[p.rewards.errors[i] for p, rr in pick for i in rr],
+    )
+    totals = torch.cat([p.totals[r] for p, r in zip(parts, idx_rows)])
+    timings = {k: sum(p.timings.get(k, 0.0) for p in parts) for k in parts[0].timings}
+    return Groups(examples, comps, batch, totals, timings)
+
+
+def _optimizer_update(policy, optimizer, scheduler, max_grad_norm: float) -> float:
+    params = policy.trainable_parameters()
+    limit = max_grad_norm if max_grad_norm > 0 else math.inf
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, limit)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(grad_norm)
+
+
+def _nan_stats(values: list) -> tuple[float, float]:
+    xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    if not xs:
+        return math.nan, math.nan
+    mean = sum(xs) / len(xs)
+    return mean, math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs))
+
+
+def grpo_step(policy, optimizer, scheduler, groups: Groups, cfg: TrainConfig) -> StepOutput:
+    """Advantages, loss and one optimizer update per iteration on already-sampled groups."""
+    a = cfg.algorithm
+    G = a.num_generations
+    c = groups.completions
+    N = c.completion_ids.size(0)
+    advantages, group_std = compute_advantages(
+        groups.totals, G, scale=a.scale_rewards, std_type=a.std_type
+    )  # (N,), (B,)
+    advantages = advantages.to(policy.device)
+    mask = c.completion_mask  # (N, C)
+    if a.mask_truncated_completions:
+        mask = mask * (~c.truncated).float().unsqueeze(1)  # (N, C)
+    timings = dict(groups.timings)
+    t0 = time.perf_counter()
+    args = (c.prompt_ids, c.prompt_mask, c.completion_ids, c.completion_mask, a.temperature)
+    mb = a.micro_batch_size or N
+    slices = [slice(s, s + mb) for s in range(0, N, mb)]
+    old_logps = ref_logps = None
+    with torch.no_grad():
+        if a.num_iterations > 1:
+            old_logps = torch.cat([token_logps(policy.model, *_rows(args, s))[0] for s in slices])
+        if a.beta > 0:
+            with policy.reference() as ref:
+                ref_logps = torch.cat([token_logps(ref, *_rows(args, s))[0] for s in slices])
+    timings["time/ref"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    num_items = mask.sum().clamp(min=1.0)
+    sums: dict[str, float] = {}
+    entropy_sum = entropy_count = 0.0
+    loss_total = 0.0
+    grad_norm = math.nan
+    policy.model.train()
+    for iteration in range(a.num_iterations):
+        for s in slices:
+            logps, entropy = token_logps(policy.model, *_rows(args, s), with_entropy=iteration == 0)
+            n_rows = logps.size(0)
+            out = policy_loss(
+                logps,
+                None if old_logps is None else old_logps[s],
+                None if ref_logps is None else ref_logps[s],
+                advantages[s],
+                mask[s],
+                loss_type=a.loss_type,
+                level=a.importance_sampling_level,
+                epsilon_low=a.epsilon_low,
+                epsilon_high=a.epsilon_high,
+                beta=a.beta,
+                max_completion_length=a.max_completion_length,
+                num_items_in_batch=num_items,
+            )
+            # Per-micro-batch normalisation as in TRL with gradient accumulation: sequence means
+            # (grpo, dr_grpo) are weighted by rows, bnpo by micro-batch count; dapo is global.
+            weight = {"dapo": 1.0, "bnpo": 1.0 / len(slices)}.get(a.loss_type, n_rows / N)
+            (out.loss * weight).backward()
+            if iteration == 0:
+                loss_total += float(out.loss.detach()) * weight
+                for k, v in out.metrics.items():
+                    sums[k] = sums.get(k, 0.0) + v * n_rows / N
+                if entropy is not None:
+                    entropy_sum += float((entropy * mask[s]).sum())
+                    entropy_count += float(mask[s].sum())
+        grad_norm = _optimizer_update(policy, optimizer, scheduler, a.max_grad_norm)
+    timings["time/update"] = time.perf_counter() - t1
+
+    lengths = c.lengths.tolist()
+    adv = advantages.tolist()
+    rows = _rollout_rows(groups, adv, lengths)
+    metrics = _step_metrics(groups, group_std, lengths, G)
+    metrics.update(sums)
+    metrics.update(timings)
+    metrics.update(
+        {
+            "loss": loss_total,
+            "grad_norm": grad_norm,
+            "entropy": entropy_sum / max(entropy_count, 1.0),
+            "learning_rate": scheduler.get_last_lr()[0],
+            "num_tokens": float(c.prompt_mask.sum() + c.completion_mask.sum()),
+        }
+    )
+    return StepOutput(rows, metrics, adv)
+
+
+def _rows(args: tuple, s: slice) -> tuple:
+    return tuple(t[s] for t in args[:4]) + (args[4],)
+
+
+def _rollout_rows(groups: Groups, adv: list[float], lengths: list[float]) -> list[dict]:
+    G = len(adv) // max(1, len(groups.examples))
+    r = groups.rewards
+    rows = []
+    for i, text in enumerate(groups.completions.texts):
+        ex = groups.examples[i // G]
+        rows.append(
+            {
+                "group": i // G,
+                "prompt": ex.problem,
+                "completion": text,
+                "answer": ex.answer,
+                "rewards": {n: r.values[n][i] for n in r.names},
+                "reward": r.totals[i],
+                "advantage": adv[i],
+                "length": int(lengths[i]),
+                "truncated": bool(groups.completions.truncated[i]),
+                "error": r.errors[i],
+            }
+        )
+    return rows
+
+
+def _step_metrics(groups: Groups, group_std: torch.Tensor, lengths: list[float], G: int) -> dict:
+    r = groups.rewards
+    mean, _ = _nan_stats(r.totals)
+    metrics = {
+        "reward": mean,
+        "reward_std": float(torch.nan_to_num(group_std).mean()),
+        "frac_reward_zero_std": float((~_group_has_spread(groups.totals, G)).float().mean()),
+        "completions/mean_length": sum(lengths) / len(lengths),
+        "completions/min_length": min(lengths),
+        "completions/max_length": max(lengths),
+        "completions/clipped_ratio": float(groups.completions.truncated.float().mean()),
+        "num_groups": float(len(groups.examples)),
+        "checker_errors": float(sum(e is not None for e in r.errors)),
+    }
+    for name in r.names:
+        fn_mean, fn_std = _nan_stats(r.values[name])
+        metrics[f"rewards/{name}/mean"] = fn_mean
+        metrics[f"rewards/{name}/std"] = fn_std
+    return metrics

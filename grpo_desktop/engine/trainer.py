@@ -1,0 +1,339 @@
+"""The training loop: `train(config, control)` yields plain events while it trains.
+
+    for event in train(cfg, TrainControl(), run_dir="runs/demo"):
+        print(event.to_json())
+
+One generator drives the CLI, the GUI worker and the tests. With a `run_dir` it also writes
+`config.json`, appends every event to `events.jsonl` and saves checkpoints there; `resume=True`
+continues from the newest checkpoint with the same step count, schedule and data order (the batch
+of step k is a pure function of seed and k, and sampling is reseeded per step).
+
+Errors never escape as exceptions: the run ends with RunFinished(status="failed") and a message the
+user can act on. Stop finishes the current step, checkpoints and ends "stopped"; pause waits between
+steps.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+import time
+import traceback
+import uuid
+from collections.abc import Iterator
+
+import torch
+
+from grpo_desktop.engine import checkpoint as ckpt
+from grpo_desktop.engine.config import TrainConfig, validate, warnings
+from grpo_desktop.engine.control import TrainControl
+from grpo_desktop.engine.data import Example, batch_indices, load_data
+from grpo_desktop.engine.errors import ConfigError, UserError
+from grpo_desktop.engine.evaluate import evaluate
+from grpo_desktop.engine.events import (
+    CheckpointSaved,
+    Event,
+    LogMessage,
+    Rollouts,
+    RunFinished,
+    RunStarted,
+    StepMetrics,
+)
+from grpo_desktop.engine.loss import advantage_histogram
+from grpo_desktop.engine.modeling import Policy, load_policy
+from grpo_desktop.engine.rewards import RewardSet
+from grpo_desktop.engine.step import _group_has_spread, grpo_step, sample_groups, select_groups
+
+EVENTS_FILE = "events.jsonl"
+CONFIG_FILE = "config.json"
+
+
+def make_scheduler(optimizer, cfg: TrainConfig):
+    a, total = cfg.algorithm, cfg.run.max_steps
+
+    def factor(step: int) -> float:
+        if a.warmup_steps and step < a.warmup_steps:
+            return (step + 1) / a.warmup_steps
+        progress = (step - a.warmup_steps) / max(1, total - a.warmup_steps)
+        progress = min(max(progress, 0.0), 1.0)
+        if a.lr_scheduler == "linear":
+            return 1.0 - progress
+        if a.lr_scheduler == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * progress))
+        return 1.0
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def step_seed(seed: int, step: int) -> int:
+    """Seed for sampling at `step`: resumed runs sample exactly as uninterrupted ones."""
+    return (seed * 1_000_003 + step * 7919) % (2**31 - 1)
+
+
+class _EventLog:
+    def __init__(self, run_dir: str | None):
+        self.fh = None
+        if run_dir:
+            os.makedirs(run_dir, exist_ok=True)
+            self.fh = open(os.path.join(run_dir, EVENTS_FILE), "a", encoding="utf-8")  # noqa: SIM115
+
+    def write(self, event: Event, sync: bool = False) -> Event:
+        if self.fh is not None:
+            self.fh.write(event.to_json() + "\n")
+            self.fh.flush()
+            if sync:
+                os.fsync(self.fh.fileno())
+        return event
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+
+
+def write_config(run_dir: str, cfg: TrainConfig) -> None:
+    os.makedirs(run_dir, exist_ok=True)
+    tmp = os.path.join(run_dir, CONFIG_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(cfg.to_json())
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, os.path.join(run_dir, CONFIG_FILE))
+
+
+def train(
+    config: TrainConfig,
+    control: TrainControl | None = None,
+    *,
+    run_dir: str | None = None,
+    resume: bool = False,
+) -> Iterator[Event]:
+    """Run GRPO as `config` says, yielding events. See the module docstring."""
+    control = control or TrainControl()
+    log = _EventLog(run_dir)
+    state = {"step": 0, "t0": time.time()}
+    run = _Run(config, control, run_dir, resume, state)
+    try:
+        for event in run.events():
+            yield log.write(event, sync=isinstance(event, CheckpointSaved))
+    except UserError as exc:
+        yield log.write(_finished("failed", state, str(exc), None), sync=True)
+    except torch.OutOfMemoryError as exc:
+        msg = (
+            "Out of memory. Lower the group size G, prompts per step B, max completion tokens or "
+            "the micro-batch size, or use 4-bit quantization and gradient checkpointing."
+        )
+        yield log.write(_finished("failed", state, msg, str(exc)), sync=True)
+    except Exception as exc:  # a bug: report it with its traceback, keep the app alive
+        msg = f"Training failed with an internal error: {type(exc).__name__}: {exc}"
+        yield log.write(_finished("failed", state, msg, traceback.format_exc()), sync=True)
+    finally:
+        log.close()
+        run.close()
+
+
+def _finished(status: str, state: dict, message: str, error: str | None) -> RunFinished:
+    return RunFinished(status, state["step"], message, error, time.time() - state["t0"])
+
+
+class _Run:
+    """State of one run; `events()` is the loop body of `train`."""
+
+    def __init__(self, cfg, control, run_dir, resume, state):
+        self.cfg, self.control, self.run_dir, self.resume, self.state = (
+            cfg,
+            control,
+            run_dir,
+            resume,
+            state,
+        )
+        self.policy: Policy | None = None
+        self.rewards: RewardSet | None = None
+
+    def close(self) -> None:
+        if self.rewards is not None:
+            self.rewards.close()
+        self.policy = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def _setup(self):
+        cfg = self.cfg
+        problems = validate(cfg)
+        if problems:
+            raise ConfigError("The settings need fixing:\n- " + "\n- ".join(problems))
+        start_step, resume_dir = 0, None
+        if self.resume:
+            if not self.run_dir:
+                raise UserError("Resuming needs the run folder to continue from.")
+            resume_dir = ckpt.latest_checkpoint(self.run_dir)
+            if resume_dir is not None:
+                start_step = int(ckpt.read_state(resume_dir)["step"])
+        data = load_data(cfg.data, seed=cfg.run.seed)
+        if not data.train:
+            raise UserError("The dataset has no training rows left after the held-out split.")
+        adapter = weights = None
+        if resume_dir is not None:
+            path, is_adapter = ckpt.weights_path(resume_dir)
+            adapter, weights = (path, None) if is_adapter else (None, path)
+        torch.manual_seed(cfg.run.seed)  # LoRA initialisation is random: make it repeatable
+        self.policy = load_policy(cfg, adapter_path=adapter, weights_path=weights)
+        self.rewards = RewardSet(self.cfg.rewards)
+        params = self.policy.trainable_parameters()
+        a = self.cfg.algorithm
+        optimizer = torch.optim.AdamW(params, lr=a.learning_rate, weight_decay=a.weight_decay)
+        scheduler = make_scheduler(optimizer, self.cfg)
+        if resume_dir is not None:
+            ckpt.load_training_state(resume_dir, optimizer, scheduler, self.policy.device)
+        if self.run_dir:
+            write_config(self.run_dir, self.cfg)
+        return data, optimizer, scheduler, start_step
+
+    def events(self) -> Iterator[Event]:
+        cfg, control, state = self.cfg, self.control, self.state
+        data, optimizer, scheduler, start_step = self._setup()
+        policy = self.policy
+        state["step"] = start_step
+        total, params = cfg.run.max_steps, policy.num_parameters()
+        yield RunStarted(
+            run_id=uuid.uuid4().hex[:12],
+            config=cfg.to_dict(),
+            start_step=start_step,
+            total_steps=total,
+            device=_device_name(policy.device),
+            model=policy.name,
+            num_parameters=params[0],
+            num_trainable=params[1],
+            resumed=start_step > 0,
+            time=time.time(),
+        )
+        for text in warnings(cfg):
+            yield LogMessage(start_step, "warning", text)
+        if start_step == 0 and data.eval:
+            yield evaluate(policy, data.eval, cfg, step=0)
+        last_ckpt_time, last_saved = time.time(), start_step
+        status = "completed"
+        for step in range(start_step + 1, total + 1):
+            control.wait_if_paused()
+            if control.should_stop():
+                status = "stopped"
+                break
+            t0 = time.perf_counter()
+            torch.manual_seed(step_seed(cfg.run.seed, step))
+            out, frac_zero = self._step(data.train, step, optimizer, scheduler)
+            state["step"] = step
+            out.metrics["step_time"] = time.perf_counter() - t0
+            if frac_zero is not None:
+                out.metrics["frac_reward_zero_std"] = frac_zero
+            yield Rollouts(step, out.rows)
+            yield StepMetrics(
+                step,
+                total,
+                out.metrics,
+                advantage_histogram(out.advantages),
+                time.time() - state["t0"],
+            )
+            yield from _hints(step, out.metrics)
+            if data.eval and cfg.run.eval_every and step % cfg.run.eval_every == 0 and step < total:
+                yield evaluate(policy, data.eval, cfg, step=step)
+            minutes = cfg.run.checkpoint_minutes
+            due_time = minutes > 0 and time.time() - last_ckpt_time >= minutes * 60
+            if step % cfg.run.checkpoint_every == 0 or due_time:
+                yield self._save(step, optimizer, scheduler)
+                last_ckpt_time, last_saved = time.time(), step
+            if control.should_stop() and step < total:
+                status = "stopped"
+                break
+        step = state["step"]
+        if step > last_saved:
+            yield self._save(step, optimizer, scheduler)
+        if status == "completed" and data.eval:
+            yield evaluate(policy, data.eval, cfg, step=step)
+        message = "Finished all steps." if status == "completed" else f"Stopped after step {step}."
+        yield RunFinished(status, step, message, None, time.time() - state["t0"])
+
+    def _step(self, train: list[Example], step: int, optimizer, scheduler):
+        cfg, policy = self.cfg, self.policy
+        a, seed = cfg.algorithm, cfg.run.seed
+        B, G = a.prompts_per_step, a.num_generations
+        idx = batch_indices(len(train), step - 1, B, seed)
+        groups = sample_groups(policy, [train[i] for i in idx], cfg, self.rewards)
+        if not a.dynamic_sampling:
+            return grpo_step(policy, optimizer, scheduler, groups, cfg), None
+        parts, keep = [groups], [_group_has_spread(groups.totals, G)]
+        frac_zero = 1.0 - float(keep[0].float().mean())
+        for round_ in range(1, a.max_resample_rounds + 1):
+            if int(sum(int(k.sum()) for k in keep)) >= B:
+                break
+            extra_seed = seed + 104_729 * round_
+            idx = batch_indices(len(train), step - 1, B, extra_seed)
+            part = sample_groups(policy, [train[i] for i in idx], cfg, self.rewards)
+            parts.append(part)
+            keep.append(_group_has_spread(part.totals, G))
+        kept_total = sum(int(k.sum()) for k in keep)
+        if kept_total == 0:  # nothing to learn from: train on the original batch (zero advantages)
+            return grpo_step(policy, optimizer, scheduler, groups, cfg), frac_zero
+        budget = B
+        for k in keep:  # keep at most B groups, in sampling order
+            ones = torch.nonzero(k).flatten()
+            k[ones[budget:]] = False
+            budget = max(0, budget - len(ones))
+        chosen = select_groups(parts, keep, G, policy.tokenizer.pad_token_id)
+        return grpo_step(policy, optimizer, scheduler, chosen, cfg), frac_zero
+
+    def _save(self, step: int, optimizer, scheduler) -> CheckpointSaved:
+        if not self.run_dir:
+            return CheckpointSaved(step, "")
+        path = ckpt.save_checkpoint(
+            self.run_dir,
+            step,
+            self.policy,
+            optimizer,
+            scheduler,
+            {
+                "seed": self.cfg.run.seed,
+                "data_position": step * self.cfg.algorithm.prompts_per_step,
+            },
+            keep=self.cfg.run.keep_checkpoints,
+        )
+        return CheckpointSaved(step, os.path.relpath(path, self.run_dir))
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    return f"cpu ({torch.get_num_threads()} threads)"
+
+
+def _hints(step: int, m: dict) -> Iterator[LogMessage]:
+    """Teach as the run goes: say so when a step could not teach anything."""
+    if m.get("frac_reward_zero_std", 0.0) >= 0.999:
+        yield LogMessage(
+            step,
+            "info",
+            "Every group scored the same (all right or all wrong), so every advantage is 0 and this "
+            "step taught nothing. If this keeps happening, use problems closer to the model's "
+            "ability, a larger group size, or a higher temperature.",
+        )
+    if m.get("completions/clipped_ratio", 0.0) >= 0.999:
+        yield LogMessage(
+            step,
+            "warning",
+            "Every completion hit the length limit before finishing. Raise max completion tokens, "
+            "or the model cannot reach its answer.",
+        )
+
+
+def read_run_config(run_dir: str) -> TrainConfig:
+    path = os.path.join(run_dir, CONFIG_FILE)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return TrainConfig.from_dict(json.load(fh))
+    except FileNotFoundError:
+        raise UserError(
+            f"{run_dir} is not a run folder (no {CONFIG_FILE}). Give the folder a run was saved to."
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path} is damaged: {exc}.") from None

@@ -1,0 +1,1 @@
+"""The saved session document: pure Python, no Qt, no torch."""
