@@ -17,7 +17,6 @@ import argparse
 import os
 import signal
 import sys
-import time
 
 from grpo_desktop import __version__
 
@@ -50,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import multiprocessing
+
+    multiprocessing.freeze_support()  # checker child processes in a frozen (installer) build
     args = _parser().parse_args(argv)
     if args.command == "train":
         return _cmd_train(args)
@@ -155,8 +157,7 @@ class _Progress:
     def __init__(self, enabled: bool = True, width: int = 24):
         self.enabled, self.width = enabled, width
         self.tty = sys.stderr.isatty()
-        self.start_step = 0
-        self.t0 = time.time()
+        self.step_times: list[float] = []
         self.accuracy = None
 
     def update(self, event) -> None:
@@ -164,7 +165,6 @@ class _Progress:
             return
         kind = event.type
         if kind == "run_started":
-            self.start_step, self.t0 = event.start_step, time.time()
             self._print(
                 f"Training {event.model} on {event.device}, steps {event.start_step}..{event.total_steps}"
             )
@@ -180,8 +180,9 @@ class _Progress:
             self._line(event)
 
     def _line(self, event) -> None:
-        done = event.step - self.start_step
-        per_step = (time.time() - self.t0) / max(done, 1)
+        self.step_times.append(event.metrics.get("step_time") or 0.0)
+        recent = self.step_times[-20:]
+        per_step = sum(recent) / len(recent)
         eta = per_step * (event.total_steps - event.step)
         frac = event.step / max(event.total_steps, 1)
         fill = int(frac * self.width)

@@ -29,7 +29,6 @@ T = 0.5  # checker time limit in these tests, seconds
 FAULTY = """\
 import math
 import os
-import subprocess
 
 
 def check(completion, answer, prompt):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,9 @@ from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.errors import ModelError
 
 BUILTIN_PREFIX = "builtin:"
+# bitsandbytes warns at import that it cannot fetch an optional CPU kernel from the hub; this app
+# never downloads kernels at run time, so the warning is only noise in the user's log.
+logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
 
 
 @dataclass
@@ -138,6 +142,18 @@ def _from_pretrained(loader, path: str, **kwargs):
         ) from exc
 
 
+def _quiet_transformers() -> None:
+    """No per-file progress bars or deprecation chatter from the libraries in the user's log."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    warnings.filterwarnings(
+        "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
+    )
+
+
 def load_tokenizer(path: str, trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
@@ -187,6 +203,7 @@ def load_policy(
     LoRA adapter, `weights_path` saved full weights (the reference stays the original model)."""
     from transformers import AutoModelForCausalLM
 
+    _quiet_transformers()
     base_path = resolve_model_path(cfg.model.name_or_path)
     path = weights_path or base_path
     device = pick_device(cfg.model.device)

@@ -48,6 +48,7 @@ from grpo_desktop.engine.step import _group_has_spread, grpo_step, sample_groups
 
 EVENTS_FILE = "events.jsonl"
 CONFIG_FILE = "config.json"
+HINT_EVERY = 20
 
 
 def make_scheduler(optimizer, cfg: TrainConfig):
@@ -150,6 +151,7 @@ class _Run:
         )
         self.policy: Policy | None = None
         self.rewards: RewardSet | None = None
+        self.hinted: dict[str, int] = {}
 
     def close(self) -> None:
         if self.rewards is not None:
@@ -235,7 +237,7 @@ class _Run:
                 advantage_histogram(out.advantages),
                 time.time() - state["t0"],
             )
-            yield from _hints(step, out.metrics)
+            yield from self._hints(step, out.metrics)
             if data.eval and cfg.run.eval_every and step % cfg.run.eval_every == 0 and step < total:
                 yield evaluate(policy, data.eval, cfg, step=step)
             minutes = cfg.run.checkpoint_minutes
@@ -283,6 +285,31 @@ class _Run:
         chosen = select_groups(parts, keep, G, policy.tokenizer.pad_token_id)
         return grpo_step(policy, optimizer, scheduler, chosen, cfg), frac_zero
 
+    def _hints(self, step: int, m: dict) -> Iterator[LogMessage]:
+        """Teach as the run goes: say when a step could not teach anything (at most every
+        HINT_EVERY steps per kind, so the log stays readable)."""
+        for kind, active, level, text in (
+            (
+                "no_signal",
+                m.get("frac_reward_zero_std", 0.0) >= 0.999,
+                "info",
+                "Every group scored the same (all right or all wrong), so every advantage is 0 and "
+                "this step taught nothing. If this keeps happening, use problems closer to the "
+                "model's ability, a larger group size, or a higher temperature.",
+            ),
+            (
+                "all_truncated",
+                m.get("completions/clipped_ratio", 0.0) >= 0.999,
+                "warning",
+                "Every completion hit the length limit before finishing. Raise max completion "
+                "tokens, or the model cannot reach its answer.",
+            ),
+        ):
+            last = self.hinted.get(kind)
+            if active and (last is None or step - last >= HINT_EVERY):
+                self.hinted[kind] = step
+                yield LogMessage(step, level, text)
+
     def _save(self, step: int, optimizer, scheduler) -> CheckpointSaved:
         if not self.run_dir:
             return CheckpointSaved(step, "")
@@ -305,25 +332,6 @@ def _device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
     return f"cpu ({torch.get_num_threads()} threads)"
-
-
-def _hints(step: int, m: dict) -> Iterator[LogMessage]:
-    """Teach as the run goes: say so when a step could not teach anything."""
-    if m.get("frac_reward_zero_std", 0.0) >= 0.999:
-        yield LogMessage(
-            step,
-            "info",
-            "Every group scored the same (all right or all wrong), so every advantage is 0 and this "
-            "step taught nothing. If this keeps happening, use problems closer to the model's "
-            "ability, a larger group size, or a higher temperature.",
-        )
-    if m.get("completions/clipped_ratio", 0.0) >= 0.999:
-        yield LogMessage(
-            step,
-            "warning",
-            "Every completion hit the length limit before finishing. Raise max completion tokens, "
-            "or the model cannot reach its answer.",
-        )
 
 
 def read_run_config(run_dir: str) -> TrainConfig:

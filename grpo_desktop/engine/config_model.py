@@ -1,0 +1,210 @@
+"""Config sections for what is trained on: model, LoRA, quantization and data.
+
+Each field is an `option()`: a dataclass field whose metadata carries the label, the help text
+(written for a hobbyist: what it does, what happens if you raise it) and bounds or choices. The
+GUI form, its tooltips and `validate()` are generated from this metadata. Torch-free.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def option(
+    default: Any,
+    *,
+    label: str,
+    help: str,
+    min: float | None = None,
+    max: float | None = None,
+    choices: tuple[str, ...] | None = None,
+    advanced: bool = False,
+    optional: bool = False,
+) -> Any:
+    """A dataclass field with the metadata the validator and the GUI form read."""
+    meta = {"label": label, "help": help, "advanced": advanced, "optional": optional}
+    if min is not None:
+        meta["min"] = min
+    if max is not None:
+        meta["max"] = max
+    if choices is not None:
+        meta["choices"] = choices
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class ModelConfig:
+    name_or_path: str = option(
+        "builtin:demo",
+        label="Model",
+        help="A local folder with a Hugging Face model, a hub id such as Qwen/Qwen2.5-0.5B-Instruct, "
+        "or builtin:demo for the small arithmetic model that ships with the app.",
+    )
+    dtype: str = option(
+        "auto",
+        label="Precision",
+        choices=("auto", "float32", "bfloat16", "float16"),
+        help="Number format of the weights. auto picks bfloat16 on GPUs that support it and float32 "
+        "on the CPU. Lower precision halves memory; float16 can be unstable in training.",
+        advanced=True,
+    )
+    device: str = option(
+        "auto",
+        label="Device",
+        choices=("auto", "cpu", "cuda"),
+        help="Where training runs. auto uses the GPU when there is one.",
+        advanced=True,
+    )
+    gradient_checkpointing: bool = option(
+        False,
+        label="Gradient checkpointing",
+        help="Recompute activations in the backward pass instead of storing them: much less memory "
+        "for long completions, about 30 % slower steps.",
+        advanced=True,
+    )
+    trust_remote_code: bool = option(
+        False,
+        label="Trust remote code",
+        help="Let the model folder run its own Python code. Only turn this on for models whose "
+        "authors you trust: the code runs with your permissions.",
+        advanced=True,
+    )
+
+
+@dataclass
+class LoraConfig:
+    enabled: bool = option(
+        True,
+        label="Use LoRA",
+        help="Train small low-rank adapters instead of every weight. Uses far less memory, and the "
+        "reference model for the KL penalty comes for free (the model with the adapter switched off). "
+        "Turn off for full fine-tuning of tiny models.",
+    )
+    r: int = option(
+        16,
+        label="LoRA rank",
+        min=1,
+        max=1024,
+        help="Size of the adapters. Higher ranks can learn more but use more memory; 8-64 is typical.",
+    )
+    alpha: float = option(
+        32.0,
+        label="LoRA alpha",
+        min=0.0,
+        max=4096.0,
+        help="Scale of the adapter's contribution (effective scale alpha / rank). Usually 2 × rank; "
+        "raising it acts like a larger learning rate for the adapters.",
+        advanced=True,
+    )
+    dropout: float = option(
+        0.0,
+        label="LoRA dropout",
+        min=0.0,
+        max=0.9,
+        help="Randomly drops adapter inputs during training to reduce overfitting. 0 is usual for RL.",
+        advanced=True,
+    )
+    target_modules: str = option(
+        "all-linear",
+        label="Target modules",
+        help="Which layers get adapters: all-linear (recommended), or a comma-separated list of "
+        "module names such as q_proj,v_proj.",
+        advanced=True,
+    )
+
+
+@dataclass
+class QuantizationConfig:
+    mode: str = option(
+        "none",
+        label="Quantization",
+        choices=("none", "8bit", "4bit"),
+        help="Load the frozen base weights in 8 or 4 bits (QLoRA, 4-bit NF4) to fit larger models in "
+        "GPU memory. Needs LoRA and bitsandbytes; 4-bit is the usual choice on a consumer GPU.",
+    )
+    double_quant: bool = option(
+        True,
+        label="Double quantization",
+        help="Also quantize the 4-bit scaling constants: saves about 0.4 bits per weight.",
+        advanced=True,
+    )
+
+
+@dataclass
+class DataConfig:
+    source: str = option(
+        "arithmetic",
+        label="Data source",
+        choices=("arithmetic", "file", "disk", "hub"),
+        help="arithmetic: built-in multiplication problems, nothing to download. file: a JSONL, CSV "
+        "or Parquet file. disk: a folder saved with datasets' save_to_disk. hub: a dataset id from the "
+        "Hugging Face hub (works offline when it is in the local cache).",
+    )
+    path: str = option(
+        "",
+        label="Path or id",
+        help="The file, folder or hub dataset id (for example openai/gsm8k). Not used for arithmetic.",
+    )
+    subset: str = option(
+        "",
+        label="Subset",
+        help="Configuration name of a hub dataset, e.g. main for openai/gsm8k. Usually empty.",
+        advanced=True,
+    )
+    split: str = option(
+        "train",
+        label="Split",
+        help="Which split of the dataset to train on (train, test, ...). Held-out problems are taken from it.",
+    )
+    prompt_column: str = option(
+        "question", label="Prompt column", help="The column that holds the problem text."
+    )
+    answer_column: str = option(
+        "answer",
+        label="Answer column",
+        help="The column that holds the reference answer. GSM8K-style answers ending in '#### 42' "
+        "are reduced to the final number.",
+    )
+    system_prompt: str = option(
+        "Think step by step inside <think></think>, then give only the final result inside "
+        "<answer></answer>.",
+        label="System prompt",
+        help="Instructions put before every problem. Tell the model the format the format reward "
+        "checks for.",
+    )
+    eval_size: int = option(
+        64,
+        label="Held-out problems",
+        min=0,
+        max=100000,
+        help="Problems kept out of training and used to measure accuracy with greedy decoding. This "
+        "side evaluation shows whether the model really improves or only games the reward.",
+    )
+    max_prompt_length: int = option(
+        512,
+        label="Max prompt tokens",
+        min=8,
+        max=32768,
+        help="Prompts longer than this are cut from the left.",
+        advanced=True,
+    )
+    arithmetic_difficulty: int = option(
+        2,
+        label="Arithmetic difficulty",
+        min=1,
+        max=5,
+        help="Digits per factor in the built-in problems: 1 gives 7 × 8, 2 gives 17 × 24, "
+        "3 gives 317 × 24.",
+    )
+    arithmetic_size: int = option(
+        2000,
+        label="Arithmetic problems",
+        min=10,
+        max=1000000,
+        help="How many built-in problems to generate for training.",
+        advanced=True,
+    )
