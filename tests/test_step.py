@@ -1,0 +1,80 @@
+"""One GRPO step's options: dynamic sampling keeps only groups with spread; truncated masking."""
+
+from __future__ import annotations
+
+import torch
+
+from grpo_desktop.engine.config import TrainConfig
+from grpo_desktop.engine.control import TrainControl
+from grpo_desktop.engine.data import Example
+from grpo_desktop.engine.modeling import load_policy
+from grpo_desktop.engine.rewards import RewardSet
+from grpo_desktop.engine.step import grpo_step, sample_groups
+from grpo_desktop.engine.trainer import make_scheduler, train
+
+# Groups whose answer is even all score 0 (no spread); odd answers score the completion length.
+EVEN_IS_FLAT = (
+    "def check(completion, answer, prompt):\n"
+    "    return 0.0 if int(answer) % 2 == 0 else float(len(completion))\n"
+)
+
+
+def _cfg(model_dir, **algo):
+    return TrainConfig().replace(
+        model={"name_or_path": model_dir},
+        data={"eval_size": 0, "arithmetic_size": 200},
+        rewards={"accuracy_weight": 0.0, "format_weight": 0.0, "custom_checker": EVEN_IS_FLAT},
+        algorithm={
+            "num_generations": 4,
+            "prompts_per_step": 4,
+            "max_completion_length": 8,
+            "learning_rate": 0.01,
+            "beta": 0.0,
+            **algo,
+        },
+        run={"max_steps": 2, "eval_every": 0, "checkpoint_every": 100, "seed": 5},
+    )
+
+
+def test_dynamic_sampling_trains_only_on_groups_with_spread(micro_model_dir):
+    cfg = _cfg(micro_model_dir, dynamic_sampling=True, max_resample_rounds=4)
+    events = list(train(cfg, TrainControl()))
+    assert events[-1].status == "completed", events[-1].message
+    for ev in (e for e in events if e.type == "rollouts"):
+        answers = {r["answer"] for r in ev.rows}
+        assert answers and all(int(a) % 2 == 1 for a in answers)
+        assert len(ev.rows) == 4 * 4  # refilled to B groups from later rounds
+    steps = [e for e in events if e.type == "step"]
+    # frac_reward_zero_std describes what was sampled (before dropping), so it is not 0 here.
+    assert any(e.metrics["frac_reward_zero_std"] > 0 for e in steps)
+
+
+def test_without_dynamic_sampling_flat_groups_have_zero_advantage(micro_model_dir):
+    events = list(train(_cfg(micro_model_dir), TrainControl()))
+    rows = [r for e in events if e.type == "rollouts" for r in e.rows]
+    flat = [r for r in rows if int(r["answer"]) % 2 == 0]
+    assert flat and all(r["advantage"] == 0.0 for r in flat)
+
+
+def test_masking_truncated_completions_removes_them_from_the_loss(micro_model_dir):
+    # With 2 new tokens a random model almost never emits EOS: every completion is truncated.
+    cfg = _cfg(micro_model_dir, max_completion_length=2, mask_truncated_completions=True)
+    cfg = cfg.replace(
+        rewards={"custom_checker": "def check(c, a, p):\n    return float(len(set(c)))\n"}
+    )
+    policy = load_policy(cfg)
+    rewards = RewardSet(cfg.rewards)
+    try:
+        torch.manual_seed(0)
+        examples = [Example(f"What is {i} × 3?", str(3 * i)) for i in range(11, 15)]
+        groups = sample_groups(policy, examples, cfg, rewards)
+        assert bool(groups.completions.truncated.all())
+        opt = torch.optim.AdamW(policy.trainable_parameters(), lr=0.01, weight_decay=0.0)
+        before = [p.detach().clone() for p in policy.trainable_parameters()]
+        out = grpo_step(policy, opt, make_scheduler(opt, cfg), groups, cfg)
+        assert out.metrics["loss"] == 0.0 and out.metrics["grad_norm"] == 0.0
+        after = policy.trainable_parameters()
+        assert all(torch.equal(a, b) for a, b in zip(before, after))
+        assert out.metrics["completions/clipped_ratio"] == 1.0
+    finally:
+        rewards.close()
