@@ -1,6 +1,6 @@
 """Sampling completions and scoring their tokens: one batched generate, then per-token log-probs.
 
-`generate_completions` runs all B·G completions of a step in one `generate` call and returns the
+`generate_completions` samples all B·G completions of a step in one batched decode (sampler.py) and returns the
 completion tokens with their mask (padding and everything after the first EOS excluded).
 `token_logps` recomputes log-probs of those tokens under any module (policy, old policy, reference)
 from logits divided by the sampling temperature, keeping logits only for completion positions and
@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
+from grpo_desktop.engine.sampler import sample_tokens
 
 LOGITS_BUDGET = 2**25  # elements of (rows, C, V) float logits materialised at once (~128 MB fp32)
 
@@ -76,27 +78,44 @@ def generate_completions(
     """Sample one completion per row of prompt_ids (repeat prompts G times before calling)."""
     was_training = model.training
     model.eval()
-    eos_id = tokenizer.eos_token_id
-    sampling = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": None}
+    eos_id, pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
+    args = dict(
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        greedy=greedy,
+        min_new_tokens=min_new_tokens,
+    )
     try:
-        out = model.generate(
-            input_ids=prompt_ids,
-            attention_mask=prompt_mask,
-            do_sample=not greedy,
-            max_new_tokens=max_new_tokens,
-            min_new_tokens=min_new_tokens,
-            pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=eos_id,
-            use_cache=True,
-            **sampling,
-        )  # (N, P + C')
+        try:
+            completion_ids = sample_tokens(
+                model, prompt_ids, prompt_mask, eos_id=eos_id, pad_id=pad_id, **args
+            )  # (N, C')
+        except TypeError:  # a forward without position_ids / logits_to_keep: use generate
+            completion_ids = _hf_generate(model, prompt_ids, prompt_mask, eos_id, pad_id, **args)
     finally:
         model.train(was_training)
-    completion_ids = out[:, prompt_ids.size(1) :]  # (N, C')
     mask, truncated = completion_mask(completion_ids, eos_id)
     completion_ids = completion_ids.masked_fill(mask == 0, tokenizer.pad_token_id)
     texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
     return Completions(prompt_ids, prompt_mask, completion_ids, mask, truncated, texts)
+
+
+def _hf_generate(model, prompt_ids, prompt_mask, eos_id, pad_id, *, greedy, **args) -> torch.Tensor:
+    sampling = {} if greedy else {"temperature": args["temperature"], "top_p": args["top_p"]}
+    out = model.generate(
+        input_ids=prompt_ids,
+        attention_mask=prompt_mask,
+        do_sample=not greedy,
+        max_new_tokens=args["max_new_tokens"],
+        min_new_tokens=args["min_new_tokens"],
+        pad_token_id=pad_id,
+        eos_token_id=eos_id,
+        use_cache=True,
+        top_k=None,
+        **sampling,
+    )  # (N, P + C')
+    return out[:, prompt_ids.size(1) :]  # (N, C')
 
 
 def token_logps(

@@ -1,0 +1,103 @@
+"""The lean sampler: same tokens as `generate` when greedy, the right distribution when sampling."""
+
+from __future__ import annotations
+
+import torch
+
+from grpo_desktop.engine.rollout import generate_completions, tokenize_prompts
+from grpo_desktop.engine.sampler import _top_p_filter, sample_tokens
+
+PROMPTS = ["<|user|>What is 17 × 24?<|end|><|assistant|>", "<|user|>Hi<|end|><|assistant|>"]
+
+
+def _load(path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return AutoModelForCausalLM.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
+
+
+def test_greedy_matches_generate_with_left_padding(tiny_model_dir):
+    model, tok = _load(tiny_model_dir)
+    ids, mask = tokenize_prompts(tok, PROMPTS * 2, 64, torch.device("cpu"))
+    for min_new in (0, 5):
+        ours = sample_tokens(
+            model, ids, mask, max_new_tokens=12, eos_id=tok.eos_token_id,
+            pad_id=tok.pad_token_id, greedy=True, min_new_tokens=min_new,
+        )  # fmt: skip
+        ref = model.generate(
+            input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=12,
+            min_new_tokens=min_new, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+        )[:, ids.size(1):]  # fmt: skip
+        width = max(ours.size(1), ref.size(1))
+
+        def pad(t, w=width):
+            return torch.nn.functional.pad(t, (0, w - t.size(1)), value=tok.pad_token_id)
+
+        assert torch.equal(pad(ours), pad(ref)), (ours, ref)
+
+
+def test_sampling_follows_softmax_of_logits_over_temperature(micro_model_dir):
+    model, tok = _load(micro_model_dir)
+    ids, mask = tokenize_prompts(tok, PROMPTS[:1], 64, torch.device("cpu"))
+    T, n = 1.5, 20000
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=mask).logits[0, -1].float()  # (V,)
+    expected = torch.softmax(logits / T, -1)  # (V,)
+    torch.manual_seed(0)
+    big_ids, big_mask = ids.expand(n, -1), mask.expand(n, -1)
+    first = sample_tokens(
+        model, big_ids, big_mask, max_new_tokens=1, eos_id=tok.eos_token_id,
+        pad_id=tok.pad_token_id, temperature=T,
+    )[:, 0]  # fmt: skip
+    observed = torch.bincount(first, minlength=expected.numel()).float() / n
+    # Each frequency within 5 standard errors of its probability.
+    se = (expected * (1 - expected) / n).sqrt()
+    assert ((observed - expected).abs() <= 5 * se + 1e-4).all()
+
+
+def test_top_p_keeps_the_nucleus_only():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    kept = torch.isfinite(_top_p_filter(logits, 0.7))
+    # 0.5 alone < 0.7, 0.5 + 0.3 reaches it: the two most likely tokens stay.
+    assert kept.tolist() == [[True, True, False, False]]
+    assert torch.isfinite(_top_p_filter(logits, 0.01)).sum() == 1  # never empty
+
+
+def test_finished_rows_are_padded_and_decoding_stops(tiny_model_dir):
+    model, tok = _load(tiny_model_dir)
+    ids, mask = tokenize_prompts(tok, PROMPTS, 64, torch.device("cpu"))
+    torch.manual_seed(3)
+    out = sample_tokens(
+        model, ids, mask, max_new_tokens=60, eos_id=tok.eos_token_id, pad_id=tok.pad_token_id
+    )
+    for row in out.tolist():
+        if tok.eos_token_id in row:
+            after = row[row.index(tok.eos_token_id) + 1 :]
+            assert all(t == tok.pad_token_id for t in after)
+    if all(tok.eos_token_id in row for row in out.tolist()):
+        assert out.size(1) < 60  # stopped once every row ended
+
+
+class _NoPositionIds(torch.nn.Module):
+    """A model whose forward takes no position_ids (as some remote-code models)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.config = inner.config
+        self.generation_config = inner.generation_config
+
+    def forward(self, input_ids, attention_mask=None, **kw):
+        return self.inner(input_ids=input_ids, attention_mask=attention_mask)
+
+    def generate(self, **kw):
+        return self.inner.generate(**kw)
+
+
+def test_models_without_position_ids_fall_back_to_generate(tiny_model_dir):
+    model, tok = _load(tiny_model_dir)
+    ids, mask = tokenize_prompts(tok, PROMPTS, 64, torch.device("cpu"))
+    wrapped = _NoPositionIds(model)
+    comps = generate_completions(wrapped, tok, ids, mask, max_new_tokens=6, greedy=True)
+    direct = generate_completions(model, tok, ids, mask, max_new_tokens=6, greedy=True)
+    assert comps.texts == direct.texts
