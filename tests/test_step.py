@@ -12,10 +12,10 @@ from grpo_desktop.engine.rewards import RewardSet
 from grpo_desktop.engine.step import grpo_step, sample_groups
 from grpo_desktop.engine.trainer import make_scheduler, train
 
-# Groups whose answer is even all score 0 (no spread); odd answers score the completion length.
+# Groups whose answer is a multiple of 5 all score 0 (no spread); others score distinct characters.
 EVEN_IS_FLAT = (
     "def check(completion, answer, prompt):\n"
-    "    return 0.0 if int(answer) % 2 == 0 else float(len(completion))\n"
+    "    return 0.0 if int(answer) % 5 == 0 else float(len(set(completion)))\n"
 )
 
 
@@ -42,7 +42,7 @@ def test_dynamic_sampling_trains_only_on_groups_with_spread(micro_model_dir):
     assert events[-1].status == "completed", events[-1].message
     for ev in (e for e in events if e.type == "rollouts"):
         answers = {r["answer"] for r in ev.rows}
-        assert answers and all(int(a) % 2 == 1 for a in answers)
+        assert answers and all(int(a) % 5 != 0 for a in answers)
         assert len(ev.rows) == 4 * 4  # refilled to B groups from later rounds
     steps = [e for e in events if e.type == "step"]
     # frac_reward_zero_std describes what was sampled (before dropping), so it is not 0 here.
@@ -52,7 +52,7 @@ def test_dynamic_sampling_trains_only_on_groups_with_spread(micro_model_dir):
 def test_without_dynamic_sampling_flat_groups_have_zero_advantage(micro_model_dir):
     events = list(train(_cfg(micro_model_dir), TrainControl()))
     rows = [r for e in events if e.type == "rollouts" for r in e.rows]
-    flat = [r for r in rows if int(r["answer"]) % 2 == 0]
+    flat = [r for r in rows if int(r["answer"]) % 5 == 0]
     assert flat and all(r["advantage"] == 0.0 for r in flat)
 
 

@@ -203,6 +203,10 @@ def validate(cfg: TrainConfig) -> list[str]:
             "Dr. GRPO removes the standard-deviation scaling as well: set advantage scaling to none "
             "(or pick the Dr. GRPO preset)."
         )
+    if a.min_completion_length > a.max_completion_length:
+        msgs.append(
+            "Min completion tokens is above max completion tokens; lower it (0 = no minimum)."
+        )
     if a.epsilon_high is not None and a.epsilon_high < a.epsilon_low:
         msgs.append(
             "Clip ε high is below ε low; it is usually equal (GRPO) or larger (DAPO, 0.28)."

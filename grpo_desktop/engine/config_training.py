@@ -102,6 +102,15 @@ class AlgorithmConfig:
         help="Completions are cut at this length and count as truncated. Too short and every answer "
         "is cut off, which teaches nothing.",
     )
+    min_completion_length: int = option(
+        0,
+        label="Min completion tokens",
+        min=0,
+        max=32768,
+        help="Forbid the end-of-answer token before this many tokens. 0 (usual) lets answers be as "
+        "short as they like; benchmarks pin the length so every run does the same work.",
+        advanced=True,
+    )
     temperature: float = option(
         1.0,
         label="Temperature",

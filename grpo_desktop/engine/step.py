@@ -5,7 +5,8 @@ sampling, the old/reference log-prob passes, the micro-batched loss with gradien
 the optimizer step, and returns the rollout rows and TRL-named metrics of the step.
 
 Does not loop over steps, evaluate or checkpoint (trainer.py does). Time spent per phase is
-returned in the metrics (`time/generate`, `time/rewards`, `time/ref`, `time/update`).
+returned in the metrics (`time/generate`, `time/rewards`, `time/ref` for old and reference
+log-probs, `time/update` for the policy forward/backward, `time/optimizer`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def sample_groups(policy, examples: list[Example], cfg: TrainConfig, rewards: Re
         max_new_tokens=a.max_completion_length,
         temperature=a.temperature,
         top_p=a.top_p,
+        min_new_tokens=a.min_completion_length,
     )
     t1 = time.perf_counter()
     problems = [ex.problem for ex in examples for _ in range(G)]
@@ -127,14 +129,17 @@ def select_groups(parts: list[Groups], keep: list[torch.Tensor], G: int, pad_id:
     return Groups(examples, comps, batch, totals, timings)
 
 
-def _optimizer_update(policy, optimizer, scheduler, max_grad_norm: float) -> float:
+def _optimizer_update(policy, optimizer, scheduler, max_grad_norm: float, timings: dict) -> float:
+    t0 = time.perf_counter()
     params = policy.trainable_parameters()
     limit = max_grad_norm if max_grad_norm > 0 else math.inf
     grad_norm = torch.nn.utils.clip_grad_norm_(params, limit)
     optimizer.step()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-    return float(grad_norm)
+    grad_norm = float(grad_norm)  # a sync: the optimizer's work is done when this returns
+    timings["time/optimizer"] = timings.get("time/optimizer", 0.0) + time.perf_counter() - t0
+    return grad_norm
 
 
 def _nan_stats(values: list) -> tuple[float, float]:
@@ -207,8 +212,9 @@ def grpo_step(policy, optimizer, scheduler, groups: Groups, cfg: TrainConfig) ->
                 if entropy is not None:
                     entropy_sum += float((entropy * mask[s]).sum())
                     entropy_count += float(mask[s].sum())
-        grad_norm = _optimizer_update(policy, optimizer, scheduler, a.max_grad_norm)
-    timings["time/update"] = time.perf_counter() - t1
+        grad_norm = _optimizer_update(policy, optimizer, scheduler, a.max_grad_norm, timings)
+    # time/update is the policy forward and backward passes; time/optimizer the clip and step.
+    timings["time/update"] = time.perf_counter() - t1 - timings["time/optimizer"]
 
     lengths = c.lengths.tolist()
     adv = advantages.tolist()
