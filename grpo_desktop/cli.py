@@ -30,6 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"grpo-desktop {__version__}")
     p.add_argument("--demo", action="store_true", help="open the window on the built-in demo")
+    p.add_argument(
+        "--self-test",
+        action="store_true",
+        help="check that this installation is whole (Qt, ML libraries, demo model, one training "
+        "step, the window) and exit non-zero on any failure",
+    )
     sub = p.add_subparsers(dest="command")
 
     t = sub.add_parser("train", help="train headless, writing events and checkpoints to a folder")
@@ -53,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
 
     multiprocessing.freeze_support()  # checker child processes in a frozen (installer) build
     args = _parser().parse_args(argv)
+    if args.self_test:
+        from grpo_desktop.selftest import run_self_test
+
+        return run_self_test()
     if args.command == "train":
         return _cmd_train(args)
     if args.command == "config":
