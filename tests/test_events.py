@@ -38,3 +38,18 @@ def test_read_events_rejects_damage_in_the_middle(tmp_path):
     path.write_text("garbage\n" + RunFinished("completed", 1).to_json() + "\n")
     with pytest.raises(ValueError, match="line 1"):
         read_events(str(path))
+
+
+def test_truncate_keeps_each_step_once(tmp_path):
+    from grpo_desktop.engine.events import CheckpointSaved, RunStarted, truncate_events_after
+
+    path = tmp_path / "events.jsonl"
+    events = [RunStarted("a", {}, 0, 5, "cpu", "m")]
+    for step in (1, 2, 3):
+        events.append(StepMetrics(step, 5, {"loss": float(step)}))
+    events.append(CheckpointSaved(2, "checkpoints/step-00000002"))
+    path.write_text("\n".join(e.to_json() for e in events) + '\n{"type": "step", "st')
+    assert truncate_events_after(str(path), 2) == 4  # run_started, steps 1-2, checkpoint 2
+    kept = read_events(str(path))
+    assert [e.type for e in kept] == ["run_started", "step", "step", "checkpoint"]
+    assert truncate_events_after(str(path), 0) == 0 and path.read_text() == ""

@@ -210,3 +210,18 @@ def test_kl_and_variants_run(tiny_model_dir):
         if algo.get("beta"):
             assert steps[0].metrics["kl"] >= 0.0
         assert all(e.metrics["grad_norm"] == e.metrics["grad_norm"] for e in steps)
+
+
+def test_resume_after_a_crash_logs_each_step_once(tiny_model_dir, tmp_path):
+    import shutil
+
+    run_dir = str(tmp_path / "run")
+    cfg = toy_config(tiny_model_dir, run={"max_steps": 3, "checkpoint_every": 2})
+    run_all(cfg, run_dir=run_dir)
+    # As if the process died after logging step 3 but before its checkpoint was written.
+    shutil.rmtree(os.path.join(run_dir, "checkpoints", "step-00000003"))
+    resumed = run_all(cfg.replace(run={"max_steps": 4}), run_dir=run_dir, resume=True)
+    assert resumed[0].start_step == 2
+    logged = read_events(os.path.join(run_dir, "events.jsonl"))
+    assert [e.step for e in logged if e.type == "step"] == [1, 2, 3, 4]
+    assert [e.step for e in logged if e.type == "rollouts"] == [1, 2, 3, 4]

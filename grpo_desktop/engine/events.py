@@ -167,3 +167,37 @@ def read_events(path: str) -> list[Event]:
                 break
             raise ValueError(f"{path}: line {i + 1} is not a valid event") from None
     return events
+
+
+def event_step(data: dict[str, Any]) -> int:
+    """The step an event belongs to (run_started: the step it starts after)."""
+    if data.get("type") == "run_started":
+        return int(data.get("start_step", 0))
+    return int(data.get("step", 0))
+
+
+def truncate_events_after(path: str, step: int) -> int:
+    """Rewrite an events.jsonl keeping only events of steps ≤ `step` (all of them go when step is
+    0), so a resumed run's log holds each step once. Atomic; a torn last line is dropped.
+    Returns the number of events kept."""
+    import os
+    import tempfile
+
+    if not os.path.isfile(path):
+        return 0
+    kept = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if step > 0 and isinstance(data, dict) and event_step(data) <= step:
+                kept.append(line if line.endswith("\n") else line + "\n")
+    fd, tmp = tempfile.mkstemp(prefix=".events-", dir=os.path.dirname(os.path.abspath(path)))
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.writelines(kept)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    return len(kept)

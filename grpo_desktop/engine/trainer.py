@@ -6,7 +6,8 @@
 One generator drives the CLI, the GUI worker and the tests. With a `run_dir` it also writes
 `config.json`, appends every event to `events.jsonl` and saves checkpoints there; `resume=True`
 continues from the newest checkpoint with the same step count, schedule and data order (the batch
-of step k is a pure function of seed and k, and sampling is reseeded per step).
+of step k is a pure function of seed and k, and sampling is reseeded per step); events logged
+after that checkpoint are removed from events.jsonl first, so the log holds each step once.
 
 Errors never escape as exceptions: the run ends with RunFinished(status="failed") and a message the
 user can act on. Stop finishes the current step, checkpoints and ends "stopped"; pause waits between
@@ -40,6 +41,7 @@ from grpo_desktop.engine.events import (
     RunFinished,
     RunStarted,
     StepMetrics,
+    truncate_events_after,
 )
 from grpo_desktop.engine.loss import advantage_histogram
 from grpo_desktop.engine.modeling import Policy, load_policy
@@ -74,13 +76,17 @@ def step_seed(seed: int, step: int) -> int:
 
 
 class _EventLog:
+    """Appends events to RUN/events.jsonl; opened at the first event, after a resume has trimmed
+    what was logged past the restored checkpoint."""
+
     def __init__(self, run_dir: str | None):
+        self.run_dir = run_dir
         self.fh = None
-        if run_dir:
-            os.makedirs(run_dir, exist_ok=True)
-            self.fh = open(os.path.join(run_dir, EVENTS_FILE), "a", encoding="utf-8")  # noqa: SIM115
 
     def write(self, event: Event, sync: bool = False) -> Event:
+        if self.fh is None and self.run_dir:
+            os.makedirs(self.run_dir, exist_ok=True)
+            self.fh = open(os.path.join(self.run_dir, EVENTS_FILE), "a", encoding="utf-8")  # noqa: SIM115
         if self.fh is not None:
             self.fh.write(event.to_json() + "\n")
             self.fh.flush()
@@ -173,6 +179,8 @@ class _Run:
             resume_dir = ckpt.latest_checkpoint(self.run_dir)
             if resume_dir is not None:
                 start_step = int(ckpt.read_state(resume_dir)["step"])
+            # What was logged after the checkpoint is redone: drop it so each step appears once.
+            truncate_events_after(os.path.join(self.run_dir, EVENTS_FILE), start_step)
         data = load_data(cfg.data, seed=cfg.run.seed)
         if not data.train:
             raise UserError("The dataset has no training rows left after the held-out split.")
