@@ -1,10 +1,12 @@
 """Command line: `grpo-desktop` opens the app; `train`, `config` work headless.
 
     grpo-desktop                          open the window on the built-in demo
+    grpo-desktop --demo --autostart --quit-after-steps 3 --screenshot shot.png   (smoke check)
     grpo-desktop train --demo --out runs/demo --steps 20
     grpo-desktop train my.json --out runs/a [--steps N]
     grpo-desktop train --resume runs/a [--steps N]
     grpo-desktop config --demo > my.json  (or --preset dapo)
+    grpo-desktop eval --demo | RUN_DIR | MODEL_DIR [--n 200] [--seed S]   (one JSON line)
 
 Exit codes: 0 finished or stopped, 1 the run failed with an internal error, 2 bad input (a
 one-paragraph message, no traceback). Ctrl-C stops gracefully (checkpoint saved); twice aborts.
@@ -30,6 +32,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"grpo-desktop {__version__}")
     p.add_argument("--demo", action="store_true", help="open the window on the built-in demo")
+    p.add_argument("--config", metavar="FILE", help="open the window on saved settings (JSON)")
+    p.add_argument(
+        "--autostart", action="store_true", help="start training as soon as the window opens"
+    )
+    p.add_argument(
+        "--quit-after-steps",
+        type=int,
+        metavar="N",
+        help="stop the run gracefully after N steps, then quit (0 finished or stopped, "
+        "1 the run failed, 2 it could not start)",
+    )
+    p.add_argument(
+        "--screenshot", metavar="FILE.png", help="save a screenshot of the window before quitting"
+    )
     p.add_argument(
         "--self-test",
         action="store_true",
@@ -47,6 +63,23 @@ def _parser() -> argparse.ArgumentParser:
         "--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint"
     )
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--seed", type=int, help="seed for data order and sampling (sets run.seed)")
+
+    e = sub.add_parser(
+        "eval", help="held-out greedy accuracy and format rate of a model or run, as one JSON line"
+    )
+    e.add_argument(
+        "target",
+        nargs="?",
+        metavar="MODEL_OR_RUN_DIR",
+        help="a run folder (its latest checkpoint), a checkpoint folder or a model folder",
+    )
+    e.add_argument("--demo", action="store_true", help="evaluate the built-in demo model")
+    e.add_argument("--n", type=int, default=200, help="held-out problems (default 200)")
+    e.add_argument("--seed", type=int, default=0, help="which held-out problems, and sampling")
+    e.add_argument(
+        "--no-sample", action="store_true", help="skip the temperature-1 format rate (faster)"
+    )
 
     c = sub.add_parser("config", help="print a config as JSON for editing")
     c.add_argument("--demo", action="store_true", help="the built-in demo's config (default)")
@@ -67,9 +100,16 @@ def main(argv: list[str] | None = None) -> int:
         return _cmd_train(args)
     if args.command == "config":
         return _cmd_config(args)
+    if args.command == "eval":
+        return _cmd_eval(args)
     from grpo_desktop.ui.app import run_app
 
-    return run_app(demo=True)
+    return run_app(
+        config_path=None if args.demo else args.config,
+        autostart=args.autostart,
+        quit_after_steps=args.quit_after_steps,
+        screenshot=args.screenshot,
+    )
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
@@ -88,6 +128,28 @@ def _cmd_config(args) -> int:
     return EXIT_OK
 
 
+def _cmd_eval(args) -> int:
+    import json
+
+    from grpo_desktop.engine.errors import UserError
+
+    if args.demo == bool(args.target):
+        return _fail("give either a model or run folder, or --demo.")
+    from grpo_desktop.engine.eval_target import evaluate_target
+
+    try:
+        result = evaluate_target(
+            None if args.demo else args.target,
+            n=args.n,
+            seed=args.seed,
+            sample_t1=not args.no_sample,
+        )
+    except UserError as exc:
+        return _fail(str(exc))
+    print(json.dumps(result))
+    return EXIT_OK
+
+
 def _load_train_config(args):
     from grpo_desktop.engine.config import load_config, validate
     from grpo_desktop.engine.demo import demo_config
@@ -103,6 +165,8 @@ def _load_train_config(args):
         raise _Usage("give a config file, --demo, or --resume DIR.")
     if args.steps is not None:
         cfg = cfg.replace(run={"max_steps": args.steps})
+    if getattr(args, "seed", None) is not None and not args.resume:
+        cfg = cfg.replace(run={"seed": args.seed})
     problems = validate(cfg)
     if problems:
         raise _Usage("the settings need fixing:\n  - " + "\n  - ".join(problems))

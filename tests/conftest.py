@@ -1,8 +1,11 @@
-"""Shared fixtures: offscreen Qt, no network, tiny models built locally once per session."""
+"""Shared fixtures: offscreen Qt, no network, tiny models built locally once per session; in tests
+that use Qt, any Qt warning and any QThread left running fail the test."""
 
 from __future__ import annotations
 
+import gc
 import os
+import sys
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -32,3 +35,171 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     """Built-in models are cached under XDG_CACHE_HOME: keep the tests' cache out of the user's."""
     cache = tmp_path_factory.getbasetemp() / "xdg-cache"
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+
+
+# Said by Qt's offscreen platform plugin itself whenever a top-level window is shown; it is about
+# the headless test platform, not about anything the app does.
+QT_PLATFORM_NOISE = ("This plugin does not support propagateSizeHints()",)
+
+
+@pytest.fixture(autouse=True)
+def _qt_strict(request):
+    """Qt warnings fail the test (a message handler collects them), and so does a QThread still
+    running at the end of the test (checked for every test once Qt is loaded)."""
+    if "PySide6.QtCore" not in sys.modules:
+        yield
+        return
+    from PySide6.QtCore import QtMsgType, qInstallMessageHandler
+
+    problems: list[str] = []
+    previous = None
+
+    def handler(kind, context, message):
+        serious = kind not in (QtMsgType.QtDebugMsg, QtMsgType.QtInfoMsg)
+        if serious and not any(noise in message for noise in QT_PLATFORM_NOISE):
+            problems.append(f"{kind.name}: {message}")
+        if previous is not None:
+            previous(kind, context, message)
+
+    previous = qInstallMessageHandler(handler)
+    try:
+        yield
+    finally:
+        leaked = _running_qthreads(deep=request.node.module.__name__.startswith("test_ui_"))
+        qInstallMessageHandler(previous)
+    if leaked:
+        pytest.fail(f"the test left {len(leaked)} QThread(s) running: {leaked}")
+    if problems:
+        pytest.fail("Qt warnings during the test:\n" + "\n".join(problems))
+
+
+def _running_qthreads(deep: bool) -> list[str]:
+    """Names of QThreads still running; background jobs get a few seconds to finish first.
+    `deep` also scans every live QThread wrapper (slower, so only for the UI tests)."""
+    found = []
+    if "grpo_desktop.ui.tasks" in sys.modules:
+        from grpo_desktop.ui import tasks
+
+        if not tasks.wait_for_all(10_000):
+            found.append(f"{tasks.active_jobs()} background job(s)")
+    if "grpo_desktop.ui.worker" in sys.modules:
+        from grpo_desktop.ui.worker import live_threads
+
+        for thread in live_threads():
+            found.append(thread.objectName() or "training thread")
+    if deep:
+        from PySide6.QtCore import QThread
+
+        for obj in gc.get_objects():
+            try:
+                running = issubclass(type(obj), QThread) and obj.isRunning()
+            except RuntimeError:  # the C++ object is already deleted
+                running = False
+            if running:
+                name = obj.objectName() or repr(obj)
+                if name not in found:
+                    found.append(name)
+                obj.quit()  # so that the next test is not blamed for this one's thread
+                obj.wait(2000)
+    return found
+
+
+def fake_events(step: int, total: int, B: int = 2, G: int = 4, error_every: int = 0) -> list:
+    """One step of a made-up run: B groups of G rollouts (group 0 has no spread, the others
+    alternate 1 and 0, so their advantages are ±1) and its metrics."""
+    from grpo_desktop.engine.events import Rollouts, StepMetrics
+
+    rows = []
+    for g in range(B):
+        for i in range(G):
+            reward = 0.0 if g == 0 else float(i % 2)
+            error = (
+                "check() raised ValueError at line 2: bad"
+                if error_every and i % error_every == 0
+                else None
+            )
+            rows.append(
+                {
+                    "group": g,
+                    "prompt": f"What is {step} × {g}?",
+                    "completion": f"<think>step {step} try {i}</think><answer>{step * g + i}</answer>",
+                    "answer": str(step * g),
+                    "rewards": {"accuracy": reward, "format": 1.0},
+                    "reward": reward + 0.2,
+                    "advantage": 0.0 if g == 0 else (1.0 if reward else -1.0),
+                    "length": 10 + i,
+                    "truncated": i == G - 1,
+                    "error": error,
+                }
+            )
+    spread = (B - 1) / B
+    metrics = {
+        "reward": 0.2 + 0.5 * spread,
+        "reward_std": 0.5 * spread,
+        "rewards/accuracy/mean": 0.5 * spread,
+        "rewards/format/mean": 1.0,
+        "frac_reward_zero_std": 1 / B,
+        "kl": 0.01 * step,
+        "entropy": 1.0 / step,
+        "loss": 0.0,
+        "grad_norm": 0.5,
+        "learning_rate": 1e-3,
+        "completions/mean_length": 11.5,
+        "completions/min_length": 10,
+        "completions/max_length": 10 + G - 1,
+        "completions/clipped_ratio": 1 / G,
+        "step_time": 0.01,
+    }
+    hist = {"edges": [-1.5, -0.5, 0.5, 1.5], "counts": [B * G // 4, G, B * G // 4]}
+    return [Rollouts(step, rows), StepMetrics(step, total, metrics, hist, elapsed=0.01 * step)]
+
+
+def make_fake_train(delay: float = 0.0, fail_message: str | None = None, error_every: int = 0):
+    """A train function with the engine's signature that yields made-up events quickly, honours
+    pause and stop like the engine (between steps), and writes events.jsonl when given a folder."""
+    import json
+    import time
+
+    from grpo_desktop.engine.events import RunFinished, RunStarted
+
+    def train(config, control, run_dir=None, resume=False):
+        log = None
+        if run_dir:
+            os.makedirs(run_dir, exist_ok=True)
+            log = open(os.path.join(run_dir, "events.jsonl"), "a", encoding="utf-8")  # noqa: SIM115
+
+        def emit(event):
+            if log is not None:
+                log.write(json.dumps(event.to_dict()) + "\n")
+                log.flush()
+            return event
+
+        try:
+            if fail_message:
+                yield emit(RunFinished("failed", 0, fail_message, None))
+                return
+            total = config.run.max_steps
+            B, G = config.algorithm.prompts_per_step, config.algorithm.num_generations
+            yield emit(
+                RunStarted("fake", config.to_dict(), 0, total, "cpu (fake)", "fake-model", 10, 1)
+            )
+            status, step = "completed", 0
+            for step in range(1, total + 1):
+                control.wait_if_paused()
+                if control.should_stop():
+                    step -= 1
+                    status = "stopped"
+                    break
+                for event in fake_events(step, total, B, G, error_every):
+                    yield emit(event)
+                if delay:
+                    time.sleep(delay)
+                if control.should_stop() and step < total:
+                    status = "stopped"
+                    break
+            yield emit(RunFinished(status, step, f"{status} at {step}", None))
+        finally:
+            if log is not None:
+                log.close()
+
+    return train

@@ -1,159 +1,112 @@
-"""A first window: run the built-in demo with Start / Pause / Stop and watch the reward rise.
+"""Application entry: create the QApplication and the main window; the scripted mode for smoke checks.
 
-A deliberately small window until the full GUI (panels, plots, rollout inspector) lands: it shows
-the run state, a live reward plot, the held-out accuracy and a log of what the engine reports.
+    grpo-desktop                                   the window on the built-in demo
+    grpo-desktop --config my.json                  the window on saved settings
+    grpo-desktop --demo --autostart --quit-after-steps 3 --screenshot shot.png
+
+Scripted mode starts the run at once, stops it gracefully after N steps, saves a screenshot of
+the window once the run has ended, and quits with 0 (1 when the run failed, 2 when it could not
+start). Startup imports no torch: the engine loads in the training thread.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import (
-    QApplication,
-    QHBoxLayout,
-    QLabel,
-    QMainWindow,
-    QPlainTextEdit,
-    QProgressBar,
-    QPushButton,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtWidgets import QApplication
 
-from grpo_desktop.ui.worker import (
-    PAUSED,
-    RUNNING,
-    STARTING,
-    STOPPING,
-    TrainingRunner,
-    default_train_fn,
-)
+from grpo_desktop.ui.worker import FAILED, FINAL_STATES
+
+# The training thread runs Python code most of the time (sampling small models is dominated by
+# interpreter overhead), and every Qt callback into Python must win the GIL from it: a switch
+# interval of 1 ms instead of 5 ms bounds each wait (measured: similar p99, lower worst case).
+GIL_SWITCH_INTERVAL_S = 0.001
 
 
-class MainWindow(QMainWindow):
-    def __init__(self, config, train_fn=default_train_fn, run_dir: str | None = None):
-        super().__init__()
-        import pyqtgraph as pg
+class ScriptedRun(QObject):
+    """Drives the window for --autostart / --quit-after-steps / --screenshot."""
 
-        self.config = config
-        self.run_dir = run_dir or tempfile.mkdtemp(prefix="grpo-desktop-run-")
-        self.runner = TrainingRunner(train_fn, self)
-        self.runner.state_changed.connect(self._on_runner_state_changed)
-        self.runner.event_received.connect(self._on_runner_event_received)
-        self.steps: list[int] = []
-        self.rewards: list[float] = []
-        self._dirty = False
+    def __init__(
+        self, window, app, autostart: bool, quit_after: int | None, screenshot: str | None
+    ):
+        super().__init__(window)
+        self.window, self.app = window, app
+        self.quit_after, self.screenshot = quit_after, screenshot
+        self.exit_code = 0
+        model = window.model
+        model.step_finished.connect(self._on_model_step_finished)
+        model.state_changed.connect(self._on_model_state_changed)
+        if autostart and (quit_after is None or quit_after > 0):
+            QTimer.singleShot(0, self._start)
+        elif quit_after is not None or screenshot:
+            QTimer.singleShot(500, self._finish)
 
-        self.setWindowTitle("GRPO Desktop — demo")
-        self.start_button = QPushButton("Start")
-        self.start_button.setToolTip("Start training (Ctrl+R)")
-        self.pause_button = QPushButton("Pause")
-        self.pause_button.setToolTip("Pause between steps / resume (Ctrl+P)")
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setToolTip("Finish the current step, save a checkpoint and stop (Ctrl+.)")
-        self.state_label = QLabel("Ready: press Start to train the demo.")
-        self.progress = QProgressBar()
-        self.progress.setFormat("step %v / %m")
-        self.plot = pg.PlotWidget(title="Mean reward per step")
-        self.plot.setLabel("bottom", "step")
-        self.plot.setLabel("left", "reward")
-        self.curve = self.plot.plot([], [], pen=pg.mkPen("#2a7ae2", width=2))
-        self.log = QPlainTextEdit(readOnly=True)
-        self.log.setMaximumBlockCount(2000)
-
-        buttons = QHBoxLayout()
-        for w in (self.start_button, self.pause_button, self.stop_button):
-            buttons.addWidget(w)
-        buttons.addWidget(self.progress, 1)
-        layout = QVBoxLayout()
-        layout.addLayout(buttons)
-        layout.addWidget(self.state_label)
-        layout.addWidget(self.plot, 3)
-        layout.addWidget(self.log, 1)
-        central = QWidget()
-        central.setLayout(layout)
-        self.setCentralWidget(central)
-        self.resize(900, 640)
-
-        self.start_button.clicked.connect(self._on_start_clicked)
-        self.pause_button.clicked.connect(self._on_pause_clicked)
-        self.stop_button.clicked.connect(self.runner.stop)
-        QShortcut(QKeySequence("Ctrl+R"), self, self._on_start_clicked)
-        QShortcut(QKeySequence("Ctrl+P"), self, self._on_pause_clicked)
-        QShortcut(QKeySequence("Ctrl+."), self, self.runner.stop)
-        self.redraw_timer = QTimer(self, interval=100, timeout=self._redraw)
-        self.redraw_timer.start()
-        self._on_runner_state_changed("idle")
-
-    def _on_start_clicked(self) -> None:
-        if not self.runner.active:
-            self.steps.clear()
-            self.rewards.clear()
-            self._dirty = True
-            self.runner.start(
-                self.config, os.path.join(self.run_dir, f"run-{os.getpid()}-{id(self)}")
+    def _start(self) -> None:
+        if not self.window.start_run():
+            print(
+                f"grpo-desktop: could not start: {self.window.message_bar.message()}",
+                file=sys.stderr,
             )
+            self.exit_code = 2
+            self._finish()
 
-    def _on_pause_clicked(self) -> None:
-        if self.runner.state == PAUSED:
-            self.runner.resume()
-        else:
-            self.runner.pause()
+    def _on_model_step_finished(self, step: int) -> None:
+        if self.quit_after is not None and self.window.model.history.num_steps >= self.quit_after:
+            self.window.model.stop()
 
-    def _on_runner_state_changed(self, state: str) -> None:
-        active = state in (STARTING, RUNNING, PAUSED, STOPPING)
-        self.start_button.setEnabled(not active)
-        self.pause_button.setEnabled(state in (RUNNING, PAUSED))
-        self.pause_button.setText("Resume" if state == PAUSED else "Pause")
-        self.stop_button.setEnabled(state in (STARTING, RUNNING, PAUSED))
-        self.statusBar().showMessage(f"State: {state}")
+    def _on_model_state_changed(self, state: str) -> None:
+        if state in FINAL_STATES and (self.quit_after is not None or self.screenshot):
+            if state == FAILED:
+                print(
+                    f"grpo-desktop: the run failed: {self.window.message_bar.message()}",
+                    file=sys.stderr,
+                )
+                self.exit_code = 1
+            QTimer.singleShot(300, self._finish)
 
-    def _on_runner_event_received(self, event) -> None:
-        kind = event.type
-        if kind == "run_started":
-            self.progress.setRange(0, event.total_steps)
-            self.progress.setValue(event.start_step)
-            self._append(f"Training {event.model} on {event.device}.")
-        elif kind == "step":
-            self.steps.append(event.step)
-            self.rewards.append(event.metrics.get("reward") or 0.0)
-            self.progress.setValue(event.step)
-            self._dirty = True
-        elif kind == "eval":
-            self.state_label.setText(
-                f"Held-out accuracy at step {event.step}: {event.accuracy:.0%} "
-                f"(answers in the right format: {event.format_rate:.0%})"
-            )
-        elif kind == "log":
-            self._append(f"{event.level}: {event.message}")
-        elif kind == "run_finished":
-            self._append(f"Run {event.status}: {event.message}")
-
-    def _append(self, text: str) -> None:
-        self.log.appendPlainText(text)
-
-    def _redraw(self) -> None:
-        if self._dirty:
-            self.curve.setData(self.steps, self.rewards)
-            self._dirty = False
-
-    def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        if self.runner.active:
-            self.runner.stop()
-            self.runner.wait()
-        event.accept()
+    def _finish(self) -> None:
+        if self.screenshot:
+            self.window.plots.redraw()
+            self.app.processEvents()
+            self.window.grab().save(self.screenshot)
+        self.window.close()
+        self.app.exit(self.exit_code)
 
 
-def run_app(demo: bool = True) -> int:
+def create_main_window(demo: bool = True, **kwargs):
+    """The main window on the built-in demo's settings (a QApplication must exist)."""
     from grpo_desktop.engine.demo import demo_config
+    from grpo_desktop.ui.main_window import MainWindow
 
+    app = QApplication.instance()
+    if app is not None and not app.applicationName().startswith("GRPO"):
+        app.setApplicationName("GRPO Desktop")
+        app.setOrganizationName("GRPO Desktop")
+    return MainWindow(demo_config(), **kwargs)
+
+
+def run_app(
+    config_path: str | None = None,
+    *,
+    demo: bool = True,
+    autostart: bool = False,
+    quit_after_steps: int | None = None,
+    screenshot: str | None = None,
+) -> int:
+    """Open the window (on the demo, or on the settings in `config_path`) and run the app."""
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     app = QApplication.instance() or QApplication(sys.argv)
     app.setApplicationName("GRPO Desktop")
-    window = MainWindow(demo_config())
+    app.setOrganizationName("GRPO Desktop")
+    window = create_main_window(demo)
+    if config_path and not window.open_config(config_path):
+        print(f"grpo-desktop: {window.message_bar.message()}", file=sys.stderr)
+        if autostart:
+            return 2
+    if screenshot:
+        window.reset_layout()  # a reproducible picture, whatever layout the user saved
     window.show()
-    window.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-    return app.exec()
+    script = ScriptedRun(window, app, autostart, quit_after_steps, screenshot)
+    code = app.exec()
+    return script.exit_code or code

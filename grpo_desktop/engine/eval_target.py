@@ -1,0 +1,128 @@
+"""What `grpo-desktop eval` measures: held-out accuracy of the demo model, a run or a model folder.
+
+`evaluate_target(target, n, seed)` loads one of
+- None: the built-in demo model (`builtin:demo`) with the demo config;
+- a run folder (it holds config.json and events.jsonl or checkpoints/): the latest checkpoint's
+  LoRA adapter or full weights on the run's base model, with the run's config (the base model
+  itself when the run saved no checkpoint yet);
+- a checkpoint folder (RUN/checkpoints/step-N): that checkpoint, with its run's config;
+- anything else: a model folder or hub id, with the demo's data, prompt and rewards;
+and returns greedy accuracy and format rate on held-out problems, plus the format rate of answers
+sampled at temperature 1, as a plain dict (the JSON line the command prints).
+
+Held-out problems: for the built-in arithmetic data of level 2 and up, `n` problems of the level's
+`test` pool drawn with `seed`: problems that no GRPO run and not the demo model's supervised
+training have seen, the same for every run, so before and after compare. For other data, the
+first `n` of the run's own held-out split (its data.eval_size rows; `n` is capped there).
+
+Does not train or write anything. Try it:  grpo-desktop eval --demo --n 50
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import torch
+
+from grpo_desktop.engine import checkpoint as ckpt
+from grpo_desktop.engine.arithmetic import arithmetic_problems, has_pools, pool_size
+from grpo_desktop.engine.config import TrainConfig
+from grpo_desktop.engine.data import Example, load_data
+from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.errors import UserError
+from grpo_desktop.engine.evaluate import evaluate, sampled_format_rate
+from grpo_desktop.engine.modeling import load_policy
+from grpo_desktop.engine.trainer import CONFIG_FILE, EVENTS_FILE, read_run_config
+
+
+def _is_run_dir(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, CONFIG_FILE)) and (
+        os.path.isfile(os.path.join(path, EVENTS_FILE)) or os.path.isdir(ckpt.checkpoints_dir(path))
+    )
+
+
+def _is_checkpoint_dir(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, ckpt.STATE_FILE))
+
+
+def resolve_target(target: str | None) -> tuple[TrainConfig, str | None, str | None, int | None]:
+    """(config, adapter path, full-weights path, checkpoint step) for an eval target."""
+    if target is None:
+        return demo_config(), None, None, None
+    path = os.path.expanduser(target)
+    checkpoint = None
+    if _is_checkpoint_dir(path):
+        checkpoint, path = path, os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    if checkpoint is not None or _is_run_dir(path):
+        cfg = read_run_config(path)
+        checkpoint = checkpoint or ckpt.latest_checkpoint(path)
+        if checkpoint is None:
+            return cfg, None, None, 0
+        step = int(ckpt.read_state(checkpoint)["step"])
+        weights, is_adapter = ckpt.weights_path(checkpoint)
+        return cfg, weights if is_adapter else None, None if is_adapter else weights, step
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, CONFIG_FILE)):
+        with open(os.path.join(path, CONFIG_FILE), encoding="utf-8") as fh:
+            try:
+                looks_like_settings = "algorithm" in json.load(fh)
+            except json.JSONDecodeError:
+                looks_like_settings = False
+        if looks_like_settings:
+            raise UserError(
+                f"{path} holds training settings but no events.jsonl or checkpoints, so it is not "
+                "a run folder. Give a run folder, a checkpoint folder or a model folder."
+            )
+    return demo_config().replace(model={"name_or_path": target}), None, None, None
+
+
+def held_out_examples(cfg: TrainConfig, n: int, seed: int) -> list[Example]:
+    """The problems `grpo-desktop eval` scores (see the module docstring)."""
+    if n < 1:
+        raise UserError(f"--n must be at least 1, got {n}.")
+    d = cfg.data
+    if d.source == "arithmetic" and has_pools(d.arithmetic_difficulty):
+        count = min(n, pool_size(d.arithmetic_difficulty, "test"))
+        problems = arithmetic_problems(count, d.arithmetic_difficulty, seed, pool="test")
+        return [Example(p.question, p.answer) for p in problems]
+    held = load_data(d, seed=cfg.run.seed).eval
+    if not held:
+        raise UserError(
+            "This run's data has no held-out split (data.eval_size is 0), so there is nothing "
+            "to evaluate on that the run did not train on."
+        )
+    return held[:n]
+
+
+def evaluate_target(
+    target: str | None, n: int = 200, seed: int = 0, sample_t1: bool = True
+) -> dict:
+    """Greedy accuracy, format rate and (with sample_t1) the temperature-1 format rate."""
+    t0 = time.perf_counter()
+    cfg, adapter, weights, step = resolve_target(target)
+    examples = held_out_examples(cfg, n, seed)
+    # Evaluation needs no reference model, and a fresh adapter would change nothing.
+    cfg = cfg.replace(algorithm={"beta": 0.0}, lora={"enabled": adapter is not None})
+    torch.manual_seed(seed)
+    policy = load_policy(cfg, adapter_path=adapter, weights_path=weights)
+    policy.model.eval()
+    result = evaluate(policy, examples, cfg, step=step or 0)
+    out: dict = {
+        "accuracy": round(result.accuracy, 4),
+        "format_rate": round(result.format_rate, 4),
+    }
+    if sample_t1:
+        torch.manual_seed(seed)
+        out["format_rate_t1"] = round(sampled_format_rate(policy, examples, cfg), 4)
+    out.update(
+        {
+            "n": result.n,
+            "seed": seed,
+            "model": target or cfg.model.name_or_path,
+            "step": step,
+            "mean_length": round(result.mean_length, 1),
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+    )
+    return out

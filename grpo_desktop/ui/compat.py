@@ -1,0 +1,50 @@
+"""Guards against defects of the installed Qt binding that would otherwise crash the app.
+
+PySide6 6.12.0 on Python 3.10 and 3.11 drops one reference to `None` on every call of a Qt method
+that returns nothing (`widget.update()`, `setObjectName(...)`, every Python override such as
+`paintEvent`), and likewise to `True`/`False` in some bool-returning paths. From Python 3.12 these
+objects are immortal and this is harmless; before that their count reaches zero after some
+thousand calls and the interpreter aborts ("none_dealloc: deallocating None", "bool_dealloc").
+PySide6 6.11 does not have the defect.
+
+`guard_none_refcount()` measures whether the installed binding leaks and, only then, raises the
+reference counts of `None`, `True` and `False` once by 2**40 (about a trillion calls' worth), which
+is what the binding should have done all along. It does nothing on Python 3.12+ or with an
+unaffected PySide6.
+Called when `grpo_desktop.ui` is imported. Remove once PySide6 6.12.0 is excluded everywhere.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+_HEADROOM = 1 << 40
+_checked = False
+leaks_none = False
+
+
+def _measure_leak() -> bool:
+    from PySide6.QtCore import QObject
+
+    probe = QObject()
+    calls = 200
+    before = sys.getrefcount(None)
+    for _ in range(calls):
+        probe.setObjectName("")
+    return before - sys.getrefcount(None) >= calls // 2
+
+
+def guard_none_refcount() -> bool:
+    """Protect `None` from the leaking binding; True when protection was needed."""
+    global _checked, leaks_none
+    if sys.version_info >= (3, 12):
+        return False
+    if not _checked:
+        _checked = True
+        leaks_none = _measure_leak()
+    if leaks_none:
+        for obj in (None, True, False):
+            if sys.getrefcount(obj) < _HEADROOM // 2:
+                ctypes.c_ssize_t.from_address(id(obj)).value += _HEADROOM
+    return leaks_none

@@ -1,0 +1,249 @@
+"""The rollout inspector: every completion of the run, filterable, with a detail pane.
+
+Filters: which step (the latest, every step kept in memory, or one chosen step, which is read
+back from the run's events.jsonl when it is no longer in memory), the sign of the advantage, only
+rows with a checker error, and free text. Rows are coloured by advantage (green pushed up, red
+pushed down) and keep their group order, so a group's spread is visible at a glance. Clicking a
+plot point asks the session model to focus a step; the inspector follows.
+
+Memory stays bounded: the table mirrors the session's rollout store (the newest rows) and says so.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QSpinBox,
+    QSplitter,
+    QTableView,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from grpo_desktop.ui.rollout_detail import rollout_html
+from grpo_desktop.ui.rollout_table import ROW_ROLE, RolloutFilters, RolloutTableModel
+
+LATEST, ALL, ONE = "latest", "all", "one"
+SIGNS = (
+    ("", "Any advantage"),
+    ("+", "Pushed up (A > 0)"),
+    ("-", "Pushed down (A < 0)"),
+    ("0", "No signal (A = 0)"),
+)
+EMPTY_DETAIL = (
+    "<p style='color:#666'>Select a rollout to read it in full. Each step, every prompt gets a "
+    "group of answers; an answer's <b>advantage</b> is how much better it scored than its group's "
+    "average. Green rows are made more likely, red rows less likely, and a group whose answers all "
+    "scored the same teaches nothing.</p>"
+)
+
+
+class InspectorView(QWidget):
+    def __init__(self, model, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.model = model
+        self.store = model.history.rollouts
+        self.table_model = RolloutTableModel(self)
+        self.filters = RolloutFilters(self.table_model, self)
+        self._paged_step: int | None = None
+
+        self.mode_box = QComboBox()
+        self.mode_box.addItem("Latest step", LATEST)
+        self.mode_box.addItem("All steps kept in memory", ALL)
+        self.mode_box.addItem("One step:", ONE)
+        self.step_spin = QSpinBox()
+        self.step_spin.setRange(0, 10_000_000)
+        self.step_spin.setEnabled(False)
+        self.step_spin.setKeyboardTracking(False)
+        self.sign_box = QComboBox()
+        for value, label in SIGNS:
+            self.sign_box.addItem(label, value)
+        self.errors_box = QCheckBox("Checker errors only")
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search prompts and completions…")
+        self.search.setClearButtonEnabled(True)
+        bar = QHBoxLayout()
+        bar.addWidget(QLabel("Show"))
+        for w in (self.mode_box, self.step_spin, self.sign_box, self.errors_box):
+            bar.addWidget(w)
+        bar.addWidget(self.search, 1)
+
+        self.table = QTableView()
+        self.table.setModel(self.filters.view_model)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(-1, Qt.SortOrder.AscendingOrder)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(22)
+        self.table.setWordWrap(False)
+        self.table.horizontalHeader().setStretchLastSection(False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.detail = QTextBrowser()
+        self.detail.setOpenLinks(False)
+        self.detail.setHtml(EMPTY_DETAIL)
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(self.table)
+        splitter.addWidget(self.detail)
+        splitter.setStretchFactor(0, 2)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([640, 320])
+        self.splitter = splitter
+        self.limit_label = QLabel()
+        self.limit_label.setWordWrap(True)
+        self.limit_label.setStyleSheet("color: palette(placeholder-text);")
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addLayout(bar)
+        layout.addWidget(splitter, 1)
+        layout.addWidget(self.limit_label)
+
+        self.mode_box.currentIndexChanged.connect(self._on_filters_changed)
+        self.step_spin.valueChanged.connect(self._on_filters_changed)
+        self.sign_box.currentIndexChanged.connect(self._on_filters_changed)
+        self.errors_box.toggled.connect(self._on_filters_changed)
+        self.search.textChanged.connect(self.filters.set_text)
+        self.table.selectionModel().currentRowChanged.connect(self._on_table_current_changed)
+        model.run_started.connect(self._on_model_run_started)
+        model.rollouts_added.connect(self._on_model_rollouts_added)
+        model.step_focused.connect(self.show_step)
+        self._configure_columns()
+        self._apply_filters()
+        self._update_limit_label()
+
+    # ------------------------------------------------------------------ data
+
+    def _on_model_run_started(self, _event) -> None:
+        self.table_model.reset()
+        self._paged_step = None
+        self.detail.setHtml(EMPTY_DETAIL)
+        self._update_limit_label()
+
+    def _on_model_rollouts_added(self, step: int, dropped: list) -> None:
+        for old in dropped:
+            self.table_model.remove_step(old)
+        if self._paged_step == step:
+            self.table_model.remove_step(step)
+            self._paged_step = None
+        fresh = not self.table_model.blocks
+        self.table_model.add_step(step, self.store.get(step) or [])
+        if fresh:
+            self._configure_columns()
+        if self.mode() == LATEST:
+            self._apply_filters()
+        self._update_limit_label()
+
+    def _configure_columns(self) -> None:
+        tm = self.table_model
+        self.table.setColumnHidden(tm.key_column, True)
+        widths = {
+            "Step": 44,
+            "Group": 52,
+            "Prompt": 110,
+            "Answer": 60,
+            "Reward": 60,
+            "Advantage": 76,
+            "Group spread": 96,
+            "Length": 56,
+            "Completion": 420,
+        }
+        for fn in tm.functions:
+            widths[fn] = 70
+        for name, width in widths.items():
+            self.table.setColumnWidth(tm.column(name), width)
+
+    def _update_limit_label(self) -> None:
+        s = self.store
+        kept = s.steps_in_memory
+        if not kept:
+            self.limit_label.setText(
+                "No rollouts yet. Start a run: every answer the model writes appears here with "
+                "its reward and advantage."
+            )
+            return
+        text = (
+            f"{s.rows_in_memory:,} rollouts of steps {kept[0]:,}–{kept[-1]:,} are kept in memory "
+            f"(limit {s.max_rows:,})."
+        )
+        if s.forgotten:
+            where = (
+                "they are read back from the run folder when you pick one of their steps."
+                if s.events_path
+                else "they are not kept."
+            )
+            text += f" Older steps ({s.forgotten:,} rollouts) left memory; {where}"
+        self.limit_label.setText(text)
+
+    # ------------------------------------------------------------------ filters
+
+    def mode(self) -> str:
+        return self.mode_box.currentData()
+
+    def show_step(self, step: int) -> None:
+        """Show one step's rollouts (from memory or the run folder) and select the first."""
+        self.mode_box.blockSignals(True)
+        self.step_spin.blockSignals(True)
+        self.mode_box.setCurrentIndex(self.mode_box.findData(ONE))
+        self.step_spin.setValue(step)
+        self.mode_box.blockSignals(False)
+        self.step_spin.blockSignals(False)
+        self._on_filters_changed()
+        if self.filters.view_model.rowCount():
+            self.table.selectRow(0)
+
+    def _on_filters_changed(self, *_args) -> None:
+        if self.mode() == ONE:
+            self._page_in(self.step_spin.value())
+        elif self._paged_step is not None:
+            self.table_model.remove_step(self._paged_step)
+            self._paged_step = None
+        self.step_spin.setEnabled(self.mode() == ONE)
+        self._apply_filters()
+
+    def _page_in(self, step: int) -> None:
+        if self.table_model.has_step(step):
+            return
+        if self._paged_step is not None:
+            self.table_model.remove_step(self._paged_step)
+            self._paged_step = None
+        rows = self.store.get(step)
+        if rows:
+            self.table_model.add_step(step, rows)
+            self._paged_step = step
+
+    def _apply_filters(self) -> None:
+        mode = self.mode()
+        step = None
+        if mode == LATEST:
+            kept = self.store.steps_in_memory
+            step = kept[-1] if kept else -1
+        elif mode == ONE:
+            step = self.step_spin.value()
+        self.filters.set_filter(step, self.sign_box.currentData(), self.errors_box.isChecked())
+
+    # ------------------------------------------------------------------ detail
+
+    def _on_table_current_changed(self, current, _previous) -> None:
+        if not current.isValid():
+            self.detail.setHtml(EMPTY_DETAIL)
+            return
+        step, index = current.data(ROW_ROLE)
+        rows = self.store.get(step) or []
+        if index >= len(rows):
+            return
+        row = rows[index]
+        group = [r for r in rows if r.get("group") == row.get("group")]
+        r = self.model.config.rewards
+        self.detail.setHtml(rollout_html(step, row, group, r.think_tag, r.answer_tag))
+
+    def visible_rows(self) -> int:
+        return self.filters.view_model.rowCount()

@@ -1,0 +1,63 @@
+"""The run log: what the engine reported, in words — start, evaluations, teaching hints, warnings,
+checkpoints and the end of the run. Read-only, bounded to the last few thousand lines.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+
+from PySide6.QtWidgets import QPlainTextEdit, QWidget
+
+COLORS = {"info": "#1f5fa8", "warning": "#b26a00", "error": "#b3261e", "plain": "#333333"}
+MAX_LINES = 5000
+
+
+class LogView(QPlainTextEdit):
+    def __init__(self, model, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.model = model
+        self.setReadOnly(True)
+        self.setMaximumBlockCount(MAX_LINES)
+        self.setPlaceholderText(
+            "Messages from the run appear here: held-out accuracy, hints about what the model is "
+            "learning (or why it is not), warnings and checkpoints."
+        )
+        model.run_started.connect(self._on_model_run_started)
+        model.log_added.connect(self._on_model_log_added)
+        model.eval_finished.connect(self._on_model_eval_finished)
+        model.checkpoint_saved.connect(self._on_model_checkpoint_saved)
+        model.run_finished.connect(self._on_model_run_finished)
+
+    def add(self, text: str, kind: str = "plain") -> None:
+        stamp = time.strftime("%H:%M:%S")
+        self.appendHtml(
+            f"<span style='color:#999999'>{stamp}</span> "
+            f"<span style='color:{COLORS[kind]}'>{html.escape(text)}</span>"
+        )
+
+    def _on_model_run_started(self, e) -> None:
+        what = "Resumed" if e.resumed else "Started"
+        params = f"{e.num_parameters / 1e6:.2f}M parameters, {e.num_trainable / 1e6:.3f}M trainable"
+        self.add(f"{what} training {e.model} on {e.device} ({params}), {e.total_steps} steps.")
+        if self.model.run_dir:
+            self.add(f"Saving events and checkpoints to {self.model.run_dir}")
+
+    def _on_model_log_added(self, e) -> None:
+        kind = "warning" if e.level == "warning" else "info"
+        self.add(f"Step {e.step}: {e.message}", kind)
+
+    def _on_model_eval_finished(self, e) -> None:
+        self.add(
+            f"Held-out accuracy at step {e.step}: {e.accuracy:.0%} of {e.n} problems "
+            f"(answers in the right format: {e.format_rate:.0%}, mean length {e.mean_length:.0f} "
+            "tokens)."
+        )
+
+    def _on_model_checkpoint_saved(self, e) -> None:
+        if e.path:
+            self.add(f"Checkpoint saved at step {e.step}: {e.path}")
+
+    def _on_model_run_finished(self, e) -> None:
+        kind = "error" if e.status == "failed" else "plain"
+        self.add(f"Run {e.status} at step {e.step}. {e.message}", kind)

@@ -1,0 +1,412 @@
+"""The main window: settings panels on the left, live plots and the rollout inspector in the middle,
+the run log below, run controls on top and the device, memory and run state in the status bar.
+
+Everything talks through the `SessionModel`: panels edit its config, the run controls start and
+stop its runner, plots and the inspector redraw from its history. The window itself only lays
+things out, shows messages (a message bar, never a raw traceback), remembers the layout in
+QSettings, and on close during a run asks, stops the worker and waits for it without freezing.
+
+Try it:  grpo-desktop   (or: python -m grpo_desktop --demo)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from PySide6.QtCore import QSettings, QStandardPaths, Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QScrollArea,
+    QTabWidget,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from grpo_desktop.engine.config import ConfigError, TrainConfig, load_config
+from grpo_desktop.ui.inspector import InspectorView
+from grpo_desktop.ui.log_view import LogView
+from grpo_desktop.ui.panels.dataset_panel import DatasetPanel
+from grpo_desktop.ui.panels.hyper_panel import HyperPanel
+from grpo_desktop.ui.panels.model_panel import ModelPanel
+from grpo_desktop.ui.panels.reward_panel import RewardPanel
+from grpo_desktop.ui.plots import PlotsView
+from grpo_desktop.ui.run_controls import RunControls
+from grpo_desktop.ui.session_model import SessionModel
+from grpo_desktop.ui.system_info import DeviceProbe, describe_device, memory_in_use
+from grpo_desktop.ui.tasks import wait_for_all
+from grpo_desktop.ui.widgets import MessageBar
+from grpo_desktop.ui.worker import ACTIVE_STATES, FINAL_STATES, default_train_fn
+
+LAYOUT_VERSION = 1
+DEFAULT_SIZE = (1400, 900)
+
+
+def default_runs_dir() -> str:
+    """~/.local/share/grpo-desktop/runs (or the platform's equivalent)."""
+    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.GenericDataLocation)
+    return os.path.join(base or tempfile.gettempdir(), "grpo-desktop", "runs")
+
+
+class MainWindow(QMainWindow):
+    closed = Signal()
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        train_fn=default_train_fn,
+        *,
+        runs_dir: str | None = None,
+        settings: QSettings | None = None,
+        probe_device: bool = True,
+        max_rollout_rows: int | None = None,
+    ):
+        super().__init__()
+        extra = {} if max_rollout_rows is None else {"max_rollout_rows": max_rollout_rows}
+        self.model = SessionModel(
+            config, train_fn, runs_dir or default_runs_dir(), parent=self, **extra
+        )
+        self.settings = settings or QSettings()
+        self._close_when_stopped = False
+        self.setWindowTitle("GRPO Desktop")
+        self.setDockNestingEnabled(True)
+
+        self.message_bar = MessageBar()
+        self.plots = PlotsView(self.model)
+        self.inspector = InspectorView(self.model)
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.tabs.addTab(self.plots, "Training plots")
+        self.tabs.addTab(self.inspector, "Rollouts")
+        central = QWidget()
+        col = QVBoxLayout(central)
+        col.setContentsMargins(4, 4, 4, 0)
+        col.addWidget(self.message_bar)
+        col.addWidget(self.tabs, 1)
+        self.setCentralWidget(central)
+
+        self.model_panel = ModelPanel(self.model)
+        self.dataset_panel = DatasetPanel(self.model)
+        self.reward_panel = RewardPanel(self.model)
+        self.hyper_panel = HyperPanel(self.model)
+        self.docks: dict[str, QDockWidget] = {}
+        for name, title, panel in (
+            ("model", "Model", self.model_panel),
+            ("dataset", "Dataset", self.dataset_panel),
+            ("reward", "Reward", self.reward_panel),
+            ("hyper", "Hyperparameters", self.hyper_panel),
+        ):
+            self.docks[name] = self._dock(name, title, panel, Qt.DockWidgetArea.LeftDockWidgetArea)
+        first = self.docks["model"]
+        for name in ("dataset", "reward", "hyper"):
+            self.tabifyDockWidget(first, self.docks[name])
+        first.raise_()
+        self.dataset_panel.set_active(False)
+        self.docks["dataset"].visibilityChanged.connect(self.dataset_panel.set_active)
+        self.log_view = LogView(self.model)
+        self.docks["log"] = self._dock(
+            "log", "Log", self.log_view, Qt.DockWidgetArea.BottomDockWidgetArea, scroll=False
+        )
+
+        self.controls = RunControls(self.model, self)
+        toolbar = QToolBar("Run")
+        toolbar.setObjectName("toolbar.run")
+        toolbar.setMovable(False)
+        toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        toolbar.addActions(self.controls.actions())
+        toolbar.addSeparator()
+        toolbar.addWidget(self.controls.progress)
+        toolbar.addWidget(self.controls.progress_label)
+        self.run_summary = QLabel()
+        self.run_summary.setContentsMargins(12, 0, 0, 0)
+        toolbar.addWidget(self.run_summary)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, toolbar)
+        self.state_label = QLabel()
+        self.device_label = QLabel("Checking the device…")
+        self.memory_label = QLabel()
+        for w in (self.device_label, self.memory_label):
+            w.setContentsMargins(8, 0, 8, 0)
+        self.statusBar().addWidget(self.state_label, 1)
+        self.statusBar().addPermanentWidget(self.device_label)
+        self.statusBar().addPermanentWidget(self.memory_label)
+        self._build_menus()
+
+        self.controls.start_requested.connect(self.start_run)
+        self.model.state_changed.connect(self._on_model_state_changed)
+        self.model.run_started.connect(self._on_model_run_started)
+        self.model.step_finished.connect(self._on_model_step_finished)
+        self.model.pause_reached.connect(self._on_model_step_finished)
+        self.model.eval_finished.connect(self._on_model_eval_finished)
+        self.model.log_added.connect(self._on_model_log_added)
+        self.model.run_finished.connect(self._on_model_run_finished)
+        self.model.step_focused.connect(self._on_model_step_focused)
+        self.model.device_info_changed.connect(self._on_model_device_info_changed)
+        self.model.config_changed.connect(self._on_model_config_changed)
+        self.message_bar.details_requested.connect(self._on_message_bar_details_requested)
+        self.memory_timer = QTimer(self, interval=2000)
+        self.memory_timer.timeout.connect(self._on_memory_timer_timeout)
+        self.memory_timer.start()
+        self._on_memory_timer_timeout()
+        self.probe = DeviceProbe(self)
+        self.probe.probed.connect(self.model.set_device_info)
+        if probe_device:
+            self.probe.start()
+        self.resize(*DEFAULT_SIZE)
+        self.resizeDocks([self.docks["model"]], [430], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["log"]], [120], Qt.Orientation.Vertical)
+        self._restore_layout()
+        self._on_model_state_changed(self.model.state)
+
+    def _dock(
+        self, name: str, title: str, widget: QWidget, area, scroll: bool = True
+    ) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"dock.{name}")
+        dock.setFeatures(
+            QDockWidget.DockWidgetFeature.DockWidgetMovable
+            | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+            | QDockWidget.DockWidgetFeature.DockWidgetClosable
+        )
+        if scroll:
+            area_widget = QScrollArea()
+            area_widget.setWidgetResizable(True)
+            area_widget.setFrameShape(QScrollArea.Shape.NoFrame)
+            area_widget.setWidget(widget)
+            dock.setWidget(area_widget)
+            dock.setMinimumWidth(380)
+        else:
+            dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        file_menu.addAction("Open settings…", self.open_config_dialog)
+        file_menu.addAction("Save settings as…", self.save_config_dialog)
+        file_menu.addSeparator()
+        file_menu.addAction("Export history as CSV…", lambda: self.plots.export_history_csv())
+        file_menu.addSeparator()
+        quit_action = file_menu.addAction("Quit", self.close)
+        quit_action.setShortcut("Ctrl+Q")
+        run_menu = bar.addMenu("&Run")
+        run_menu.addActions(self.controls.actions())
+        view = bar.addMenu("&View")
+        for dock in self.docks.values():
+            view.addAction(dock.toggleViewAction())
+        view.addSeparator()
+        view.addAction(
+            "Show advanced settings", lambda: self.hyper_panel.set_advanced_visible(True)
+        )
+        view.addAction("Reset layout", self.reset_layout)
+        help_menu = bar.addMenu("&Help")
+        help_menu.addAction("About GRPO Desktop", self._show_about)
+
+    # ------------------------------------------------------------------ run
+
+    def start_run(self) -> bool:
+        """Start training with the current settings; shows why when it cannot."""
+        if self.model.running:
+            return False
+        if not self._checker_trusted():
+            return False
+        problems = self.model.start()
+        if problems:
+            self.show_message(
+                "error", "Fix these settings before starting:\n• " + "\n• ".join(problems)
+            )
+            return False
+        self.message_bar.clear()
+        for text in self.model.warnings():
+            self.show_message("warning", text)
+        return True
+
+    def _checker_trusted(self) -> bool:
+        source = self.model.config.rewards.custom_checker
+        if not source.strip() or source != getattr(self, "_untrusted_checker", None):
+            return True
+        answer = QMessageBox.question(
+            self,
+            "Run this checker code?",
+            "These settings came from a file and include Python checker code. It runs on this "
+            "computer with your permissions. Run it only if you trust where the file came from.",
+        )
+        if answer == QMessageBox.StandardButton.Yes:
+            self._untrusted_checker = None
+            return True
+        return False
+
+    def show_message(self, kind: str, text: str, details: str = "") -> None:
+        if kind == "warning" and self.message_bar.kind == "error":
+            return  # an error stays visible until dismissed
+        self.message_bar.show_message(kind, text, details)
+
+    def _on_model_state_changed(self, state: str) -> None:
+        self.state_label.setText(self.controls.state_text())
+        if state in FINAL_STATES and self.model.device_info:
+            self.device_label.setText(describe_device(self.model.device_info))
+        if state in FINAL_STATES and self._close_when_stopped:
+            QTimer.singleShot(0, self.close)
+
+    def _on_model_run_started(self, event) -> None:
+        self.device_label.setText(f"Training on {event.device}")
+        self.run_summary.setText(_short_model_name(event.model))
+        self.state_label.setText(self.controls.state_text())
+
+    def _on_model_step_finished(self, *_args) -> None:
+        self.state_label.setText(self.controls.state_text())
+
+    def _on_model_eval_finished(self, event) -> None:
+        self.run_summary.setText(
+            f"{_short_model_name(self.model.history.run.get('model', '')) if self.model.history.run else ''}"
+            f" · held-out accuracy {event.accuracy:.0%} (step {event.step})"
+        )
+
+    def _on_model_log_added(self, event) -> None:
+        if event.level == "warning":
+            self.show_message("warning", event.message)
+        else:
+            self.statusBar().showMessage(event.message.split(". ")[0].rstrip(".") + ".", 15_000)
+
+    def _on_model_run_finished(self, event) -> None:
+        if event.status == "failed":
+            self.show_message("error", f"The run failed. {event.message}", event.error or "")
+
+    def _on_model_config_changed(self, *_args) -> None:
+        if self.model.running:
+            self.statusBar().showMessage(
+                "The running training keeps its settings; changes apply to the next run.", 8000
+            )
+
+    def _on_model_step_focused(self, _step: int) -> None:
+        self.tabs.setCurrentWidget(self.inspector)
+
+    def _on_model_device_info_changed(self, info: dict) -> None:
+        if not self.model.running:
+            self.device_label.setText(describe_device(info))
+
+    def _on_memory_timer_timeout(self) -> None:
+        self.memory_label.setText(memory_in_use())
+        self.state_label.setText(self.controls.state_text())
+
+    def _on_message_bar_details_requested(self, details: str) -> None:
+        box = QMessageBox(
+            QMessageBox.Icon.Information, "Details", "Technical details of the error:", parent=self
+        )
+        box.setDetailedText(details)
+        box.exec()
+
+    def _show_about(self) -> None:
+        QMessageBox.about(
+            self,
+            "About GRPO Desktop",
+            "GRPO Desktop fine-tunes a language model with GRPO: for each problem it samples a "
+            "group of answers, scores them with your checker, and makes the answers that beat "
+            "their group's average more likely.",
+        )
+
+    # ------------------------------------------------------------------ files
+
+    def open_config(self, path: str) -> bool:
+        try:
+            config = load_config(path)
+        except ConfigError as exc:
+            self.show_message("error", str(exc))
+            return False
+        self._untrusted_checker = config.rewards.custom_checker or None
+        self.model.set_config(config)
+        self.setWindowTitle(f"GRPO Desktop — {os.path.basename(path)}")
+        return True
+
+    def open_config_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open settings", "", "Settings (*.json)")
+        if path:
+            self.open_config(path)
+
+    def save_config_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Save settings", "grpo-settings.json", "Settings (*.json)"
+        )
+        if path:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(self.model.config.to_json())
+
+    # ------------------------------------------------------------------ layout and closing
+
+    def _restore_layout(self) -> None:
+        if self.settings.value("layout/version", 0, type=int) != LAYOUT_VERSION:
+            return
+        geometry = self.settings.value("layout/geometry")
+        state = self.settings.value("layout/state")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        if state is not None:
+            self.restoreState(state, LAYOUT_VERSION)
+        self.plots.smoothing.setValue(self.settings.value("plots/smoothing", 0, type=int))
+
+    def save_layout(self) -> None:
+        self.settings.setValue("layout/version", LAYOUT_VERSION)
+        self.settings.setValue("layout/geometry", self.saveGeometry())
+        self.settings.setValue("layout/state", self.saveState(LAYOUT_VERSION))
+        self.settings.setValue("plots/smoothing", self.plots.smoothing.value())
+        self.settings.sync()
+
+    def reset_layout(self) -> None:
+        for name, dock in self.docks.items():
+            dock.setFloating(False)
+            dock.show()
+            area = (
+                Qt.DockWidgetArea.BottomDockWidgetArea
+                if name == "log"
+                else Qt.DockWidgetArea.LeftDockWidgetArea
+            )
+            self.addDockWidget(area, dock)
+        for name in ("dataset", "reward", "hyper"):
+            self.tabifyDockWidget(self.docks["model"], self.docks[name])
+        self.docks["model"].raise_()
+        self.resize(*DEFAULT_SIZE)
+        self.resizeDocks([self.docks["model"]], [430], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["log"]], [120], Qt.Orientation.Vertical)
+
+    def ask_stop_on_close(self) -> bool:
+        """Whether to stop the run and quit (asked when closing during a run)."""
+        answer = QMessageBox.question(
+            self,
+            "Stop training and quit?",
+            "A run is in progress. Quitting finishes the current step, saves a checkpoint and "
+            "stops the run. Quit now?",
+        )
+        return answer == QMessageBox.StandardButton.Yes
+
+    def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        if self.model.running:
+            if self._close_when_stopped or self.ask_stop_on_close():
+                self._close_when_stopped = True
+                self.model.stop()
+                self.statusBar().showMessage(
+                    "Stopping: finishing the step and saving, then quitting…"
+                )
+                self.setEnabled(False)
+            event.ignore()
+            return
+        self.model.runner.wait()
+        self.probe.stop()
+        self.memory_timer.stop()
+        self.plots.timer.stop()
+        self.save_layout()
+        wait_for_all()
+        event.accept()
+        self.closed.emit()
+
+
+def _short_model_name(path: str) -> str:
+    parts = path.rstrip("/").split("/")
+    return "/".join(parts[-2:]) if len(parts) > 1 else path
+
+
+__all__ = ["ACTIVE_STATES", "MainWindow"]

@@ -1,0 +1,1 @@
+"""The settings panels of the main window: model, dataset, reward, hyperparameters."""

@@ -1,0 +1,77 @@
+"""Background work of the Dataset panel: read the first rows, count the splits, apply the template.
+
+Runs in the app's thread pool (ui/tasks.py), never on the GUI thread. Two steps, so the first
+rows show at once: `read_rows` (the data source only) and `apply_template` (loads the model's
+tokenizer, which imports transformers and can take seconds). Both return plain data.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from typing import Any
+
+from grpo_desktop.engine.config import DataConfig
+
+_tokenizer_lock = threading.Lock()
+
+
+@lru_cache(maxsize=4)
+def _tokenizer(model_name: str, trust_remote_code: bool) -> Any:
+    from grpo_desktop.engine.modeling import load_tokenizer, resolve_model_path
+
+    return load_tokenizer(resolve_model_path(model_name), trust_remote_code)
+
+
+def tokenizer_for(model_name: str, trust_remote_code: bool = False) -> Any:
+    with _tokenizer_lock:  # one load at a time; later calls hit the cache
+        return _tokenizer(model_name, trust_remote_code)
+
+
+def read_rows(data: DataConfig, seed: int, n: int = 8) -> dict[str, Any]:
+    """Columns, the first `n` problems and answers, split sizes and notes. `data` must be a copy
+    the GUI no longer changes. Raises DataError when the source cannot be read at all."""
+    from grpo_desktop.engine.data import load_data, parse_answer, preview_rows
+    from grpo_desktop.engine.errors import UserError
+
+    columns, rows = preview_rows(data, n)
+    out: dict[str, Any] = {"columns": columns, "notes": [], "train": None, "eval": None}
+    try:
+        loaded = load_data(data, seed=seed)
+        out.update(train=len(loaded.train), eval=len(loaded.eval), desc=loaded.source_desc)
+    except UserError as exc:
+        out["notes"].append(str(exc))
+    problems = [row.get(data.prompt_column) for row in rows]
+    out["problems"] = [None if p is None else str(p) for p in problems]
+    out["answers"] = [parse_answer(row.get(data.answer_column)) for row in rows]
+    if rows and all(p is None for p in problems):
+        out["notes"].append(f"There is no column '{data.prompt_column}' to take the problems from.")
+    return out
+
+
+def apply_template(
+    problems: list[str | None], system_prompt: str, model_name: str, trust_remote_code: bool
+) -> dict[str, Any]:
+    """The problems as the model sees them: its chat template, or the plain template."""
+    from grpo_desktop.engine.data import build_prompt
+    from grpo_desktop.engine.errors import UserError
+
+    note = ""
+    try:
+        tokenizer = tokenizer_for(model_name, trust_remote_code)
+    except Exception as exc:  # no such model, an offline hub id: show the plain template
+        tokenizer = None
+        note = (
+            f"Could not load the tokenizer of '{model_name}' ({type(exc).__name__}: {exc}); the "
+            "preview uses the plain prompt template."
+        )
+    prompts = []
+    for problem in problems:
+        if problem is None:
+            prompts.append("")
+            continue
+        try:
+            prompts.append(build_prompt(tokenizer, problem, system_prompt))
+        except UserError as exc:
+            prompts.append(f"(the chat template failed: {exc})")
+    return {"prompts": prompts, "note": note}

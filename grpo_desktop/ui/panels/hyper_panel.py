@@ -1,0 +1,124 @@
+"""The Hyperparameters panel: the GRPO algorithm and run settings, generated from the config metadata.
+
+Every field of the `algorithm` and `run` sections gets an editor whose tooltip is its help text;
+presets (GRPO, Dr. GRPO, DAPO, GSPO) set the algorithm fields at once; "Show advanced settings"
+reveals the fields marked advanced; validation messages appear under the field they concern, and
+cross-field problems and risky settings at the top.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
+
+from grpo_desktop.engine.config import PRESET_LABELS, SECTIONS
+from grpo_desktop.ui.form import CROSS_FIELD, ConfigForm
+from grpo_desktop.ui.widgets import note_label, rich_tooltip, set_note
+
+HYPER_SECTIONS = ("algorithm", "run")
+PRESET_HELP = {
+    "grpo": "DeepSeekMath's GRPO: per-answer token mean, group std scaling, KL penalty 0.04.",
+    "dr_grpo": "Dr. GRPO: no length normalisation and no std scaling (removes the length bias); "
+    "no KL.",
+    "dapo": "DAPO: token-level loss over the whole batch, clip-higher (ε high 0.28), dynamic "
+    "sampling of groups with spread, no KL.",
+    "gspo": "GSPO: one importance ratio per answer (sequence level) with a tight clip range; "
+    "no KL.",
+}
+
+
+class HyperPanel(QWidget):
+    def __init__(self, model, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.model = model
+        self.preset_buttons: dict[str, QPushButton] = {}
+        presets = QHBoxLayout()
+        presets.addWidget(QLabel("Preset:"))
+        for name, label in PRESET_LABELS.items():
+            button = QPushButton(label)
+            button.setCheckable(True)
+            button.setToolTip(rich_tooltip(PRESET_HELP[name]))
+            button.clicked.connect(lambda _c=False, n=name: self._on_preset_clicked(n))
+            self.preset_buttons[name] = button
+            presets.addWidget(button)
+        presets.addStretch(1)
+        self.advanced_box = QCheckBox("Show advanced settings")
+        self.advanced_box.setToolTip("Clipping, schedules, micro-batches and other fine controls")
+        self.batch_label = QLabel()
+        self.batch_label.setStyleSheet("color: palette(placeholder-text);")
+        self.problems_note = note_label("error")
+        self.warnings_note = note_label("warning")
+
+        self.forms: dict[str, ConfigForm] = {}
+        inner = QWidget()
+        col = QVBoxLayout(inner)
+        titles = {"algorithm": "GRPO algorithm", "run": "Run"}
+        for section in HYPER_SECTIONS:
+            fields = [(section, f.name) for f in dataclasses.fields(SECTIONS[section])]
+            form = ConfigForm(model, fields)
+            self.forms[section] = form
+            box = QGroupBox(titles[section])
+            QVBoxLayout(box).addWidget(form)
+            col.addWidget(box)
+        col.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(inner)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+
+        layout = QVBoxLayout(self)
+        layout.addLayout(presets)
+        layout.addWidget(self.advanced_box)
+        layout.addWidget(self.batch_label)
+        layout.addWidget(self.problems_note)
+        layout.addWidget(self.warnings_note)
+        layout.addWidget(scroll, 1)
+
+        self.advanced_box.toggled.connect(self.set_advanced_visible)
+        model.config_changed.connect(self._refresh)
+        model.config_replaced.connect(self._refresh)
+        self.set_advanced_visible(False)
+        self._refresh()
+
+    def set_advanced_visible(self, visible: bool) -> None:
+        if self.advanced_box.isChecked() != visible:
+            self.advanced_box.setChecked(visible)
+        for form in self.forms.values():
+            form.set_advanced_visible(visible)
+
+    def _on_preset_clicked(self, name: str) -> None:
+        self.model.apply_preset(name)
+
+    def _refresh(self, *_args) -> None:
+        a = self.model.config.algorithm
+        self.batch_label.setText(
+            f"Each step samples B × G = {a.prompts_per_step} × {a.num_generations} = "
+            f"{a.prompts_per_step * a.num_generations} answers of up to "
+            f"{a.max_completion_length} tokens."
+        )
+        current = self.model.matching_preset()
+        for name, button in self.preset_buttons.items():
+            button.setChecked(name == current)
+        problems = self.model.problems()
+        mine = [
+            p
+            for p in problems
+            for key, section, _ in CROSS_FIELD
+            if key in p and section in HYPER_SECTIONS
+        ]
+        set_note(self.problems_note, "\n".join(mine))
+        hyper_warnings = [w for w in self.model.warnings() if "temperature" in w]
+        set_note(self.warnings_note, "\n".join(hyper_warnings))
+
+    def fields(self) -> list[tuple[str, str]]:
+        return [key for form in self.forms.values() for key in form.editors]

@@ -1,0 +1,286 @@
+"""The Reward panel: how answers are scored, and a place to write and test your own checker.
+
+Accuracy and format weights are sliders with spin boxes; when the format weight is at or above the
+accuracy weight a warning explains the reward-hacking trap from the lessons. The custom checker is
+Python (`check(completion, answer, prompt) -> float`) in an editor with line numbers; it is
+compiled as you type (nothing runs) and "Test checker" runs it in a separate process on sample
+completions (the latest rollouts when there are any), showing each score or error and marking the
+line it failed on.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QTimer
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from grpo_desktop.engine.checker import compile_checker, test_checker
+from grpo_desktop.engine.errors import CheckerError
+from grpo_desktop.ui.code_editor import CodeEditor
+from grpo_desktop.ui.form import ConfigForm, tooltip_for
+from grpo_desktop.ui.tasks import BackgroundTasks
+from grpo_desktop.ui.widgets import SliderSpin, note_label, set_note, wrapped_label
+
+EXAMPLE_CHECKER = '''\
+def check(completion, answer, prompt):
+    """Score one completion: 1.0 when the last line contains the answer, else 0.0."""
+    lines = completion.strip().splitlines() or [""]
+    return 1.0 if answer.strip() in lines[-1] else 0.0
+'''
+
+# Used by "Test checker" before any run has produced rollouts: (completion, answer, prompt).
+SAMPLE_COMPLETIONS = [
+    ("<think>17 × 24 = 340 + 68 = 408</think><answer>408</answer>", "408", "What is 17 × 24?"),
+    (
+        "<think>17 × 20 = 340, plus 4 × 17 = 58</think><answer>398</answer>",
+        "408",
+        "What is 17 × 24?",
+    ),
+    ("The answer is 408", "408", "What is 17 × 24?"),
+    ("<answer>398 or 408</answer>", "408", "What is 17 × 24?"),
+    ("", "408", "What is 17 × 24?"),
+]
+SAMPLES_FROM_ROLLOUTS = 8
+
+
+class RewardPanel(QWidget):
+    def __init__(self, model, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.model = model
+        self.tasks = BackgroundTasks(self)
+        self.results: list = []
+
+        self.accuracy = SliderSpin(0.0, 100.0, 5.0)
+        self.accuracy.setObjectName("rewards.accuracy_weight")
+        self.accuracy.setToolTip(tooltip_for("rewards", "accuracy_weight"))
+        self.format = SliderSpin(0.0, 100.0, 5.0)
+        self.format.setObjectName("rewards.format_weight")
+        self.format.setToolTip(tooltip_for("rewards", "format_weight"))
+        self.hacking_note = note_label("warning")
+        weights = QGroupBox("What counts as a good answer")
+        wform = QFormLayout(weights)
+        wform.addRow("Accuracy weight", self.accuracy)
+        wform.addRow("Format weight", self.format)
+        wform.addRow(self.hacking_note)
+        self.scoring_form = ConfigForm(
+            model,
+            [
+                ("rewards", "answer_extraction"),
+                ("rewards", "think_tag"),
+                ("rewards", "answer_tag"),
+                ("rewards", "numeric_tolerance"),
+            ],
+        )
+        wform.addRow(self.scoring_form)
+
+        self.editor = CodeEditor()
+        self.editor.setObjectName("rewards.custom_checker")
+        self.editor.setToolTip(tooltip_for("rewards", "custom_checker"))
+        self.editor.setPlaceholderText(
+            "Optional. Write check(completion, answer, prompt) returning a number, or press "
+            "'Insert example'. Leave empty to use only accuracy and format."
+        )
+        self.editor.setMinimumHeight(140)
+        self.compile_note = note_label("error")
+        self.example_button = QPushButton("Insert example")
+        self.test_button = QPushButton("Test checker")
+        self.test_button.setToolTip(
+            "Run check() in a separate process on sample completions (the latest rollouts when "
+            "a run has produced some) and show each score or error."
+        )
+        self.test_status = QLabel()
+        self.results_table = QTableWidget(0, 4)
+        self.results_table.setHorizontalHeaderLabels(["Completion", "Answer", "Score", "Error"])
+        header = self.results_table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        self.results_table.verticalHeader().setVisible(False)
+        self.results_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.results_table.setMinimumHeight(120)
+        self.checker_form = ConfigForm(
+            model, [("rewards", "custom_weight"), ("rewards", "checker_timeout_s")]
+        )
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.example_button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.test_status)
+        buttons.addWidget(self.test_button)
+        checker = QGroupBox("Your own checker (Python)")
+        ccol = QVBoxLayout(checker)
+        ccol.addWidget(
+            wrapped_label(
+                "Runs in a separate process with a time limit. An error or a time-out gives that "
+                "answer no score (not 0), and the error shows in the rollout inspector.",
+                muted=True,
+            )
+        )
+        ccol.addWidget(self.editor, 2)
+        ccol.addWidget(self.compile_note)
+        ccol.addLayout(buttons)
+        ccol.addWidget(self.results_table, 1)
+        ccol.addWidget(self.checker_form)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(weights)
+        layout.addWidget(checker, 1)
+
+        self._compile_timer = QTimer(self, singleShot=True, interval=300)
+        self._compile_timer.timeout.connect(self._on_compile_timer_timeout)
+        self.accuracy.value_edited.connect(
+            lambda v: model.set_value("rewards", "accuracy_weight", float(v))
+        )
+        self.format.value_edited.connect(
+            lambda v: model.set_value("rewards", "format_weight", float(v))
+        )
+        self.editor.textChanged.connect(self._compile_timer.start)
+        self.example_button.clicked.connect(self._on_example_clicked)
+        self.test_button.clicked.connect(self.test_checker)
+        model.config_changed.connect(self._on_model_config_changed)
+        model.config_replaced.connect(self._load)
+        self._load()
+
+    # -- model -> widgets
+
+    def _load(self) -> None:
+        r = self.model.config.rewards
+        self.accuracy.set_value(r.accuracy_weight)
+        self.format.set_value(r.format_weight)
+        if self.editor.toPlainText() != r.custom_checker:
+            self.editor.blockSignals(True)
+            self.editor.setPlainText(r.custom_checker)
+            self.editor.blockSignals(False)
+            self._check_compiles()
+        self._update_hacking_note()
+
+    def _on_model_config_changed(self, section: str, name: str) -> None:
+        if section == "rewards":
+            self._load()
+
+    def _update_hacking_note(self) -> None:
+        r = self.model.config.rewards
+        text = ""
+        if r.format_weight > 0 and r.format_weight >= r.accuracy_weight:
+            text = (
+                "Reward hacking ahead: the format weight is at or above the accuracy weight, so "
+                "the cheapest way to raise the reward is to emit the tags without solving "
+                "anything. Keep format small (e.g. 0.2) and watch the held-out accuracy."
+            )
+        elif r.accuracy_weight == 0 and r.format_weight == 0 and not r.custom_checker.strip():
+            text = "Every weight is 0: all answers score the same, so nothing can be learned."
+        set_note(self.hacking_note, text)
+
+    # -- checker editing
+
+    def _on_example_clicked(self) -> None:
+        self.editor.setPlainText(EXAMPLE_CHECKER)
+        self._on_compile_timer_timeout()
+
+    def _on_compile_timer_timeout(self) -> None:
+        self.model.set_value("rewards", "custom_checker", self.editor.toPlainText())
+        self._check_compiles()
+
+    def _check_compiles(self) -> bool:
+        source = self.editor.toPlainText()
+        if not source.strip():
+            set_note(self.compile_note, "")
+            self.editor.mark_error_line(None)
+            return True
+        try:
+            compile_checker(source)
+        except CheckerError as exc:
+            set_note(self.compile_note, str(exc))
+            self.editor.mark_error_line(_line_of(str(exc)))
+            return False
+        set_note(self.compile_note, "")
+        self.editor.mark_error_line(None)
+        return True
+
+    # -- testing
+
+    def samples(self) -> list[tuple[str, str, str]]:
+        rows = self.model.history.rollouts.latest_rows()[:SAMPLES_FROM_ROLLOUTS]
+        if rows:
+            return [(r["completion"], r["answer"], r["prompt"]) for r in rows]
+        return list(SAMPLE_COMPLETIONS)
+
+    def test_checker(self) -> None:
+        """Run the checker on the samples in the background; results fill the table."""
+        self._compile_timer.stop()
+        self._on_compile_timer_timeout()
+        source = self.editor.toPlainText()
+        if not source.strip():
+            self.test_status.setText("Write a checker first (or insert the example).")
+            return
+        samples = self.samples()
+        timeout = self.model.config.rewards.checker_timeout_s
+        self.test_button.setEnabled(False)
+        self.test_status.setText(f"Testing on {len(samples)} samples…")
+        self.tasks.submit(
+            "test",
+            lambda: (samples, test_checker(source, samples, timeout)),
+            self._on_test_done,
+        )
+
+    def _on_test_done(self, result, error) -> None:
+        self.test_button.setEnabled(True)
+        self.results_table.setRowCount(0)
+        if error is not None:
+            message = (
+                str(error)
+                if isinstance(error, CheckerError)
+                else f"{type(error).__name__}: {error}"
+            )
+            self.test_status.setText("The checker could not load.")
+            set_note(self.compile_note, message)
+            self.editor.mark_error_line(_line_of(message))
+            self.results = []
+            return
+        samples, results = result
+        self.results = results
+        failed = [r for r in results if r.error]
+        self.test_status.setText(
+            f"{len(results) - len(failed)} scored, {len(failed)} failed"
+            + (f" (first failure at line {failed[0].line})" if failed and failed[0].line else "")
+        )
+        self.editor.mark_error_line(next((r.line for r in failed if r.line), None))
+        self.results_table.setRowCount(len(results))
+        for i, ((completion, answer, _prompt), res) in enumerate(zip(samples, results)):
+            cells = [
+                completion.replace("\n", " ⏎ ")[:200],
+                answer,
+                "" if res.value is None else f"{res.value:g}",
+                "" if res.error is None else res.error,
+            ]
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setToolTip(completion if col == 0 else text)
+                if res.error:
+                    item.setForeground(QColor("#b3261e"))
+                self.results_table.setItem(i, col, item)
+
+    def fields(self) -> list[tuple[str, str]]:
+        return [
+            ("rewards", "accuracy_weight"),
+            ("rewards", "format_weight"),
+            ("rewards", "custom_checker"),
+            *self.scoring_form.editors,
+            *self.checker_form.editors,
+        ]
+
+
+def _line_of(message: str) -> int | None:
+    import re
+
+    match = re.search(r"\bline (\d+)", message)
+    return int(match.group(1)) if match else None

@@ -1,0 +1,479 @@
+"""Live training plots: reward (±std and each part), held-out accuracy, no-signal groups, the
+advantage histogram and its heat map over steps, completion length, truncation, KL, loss,
+entropy, learning rate and gradient norm.
+
+One GraphicsLayoutWidget holds every plot; the step plots share (link) their x axis. Each series
+is one PlotDataItem updated with `setData` by a 10 Hz timer only when the history changed, so a
+burst of events costs one redraw. Hovering shows the values at that step and a cursor line on
+every plot; clicking a point asks the session model to show that step's rollouts; right-click a
+plot to save it as PNG or SVG. The smoothing slider applies a debiased EMA to the curves.
+
+Reads only the session model's `RunHistory`; never touches the worker or other panels.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSlider,
+    QVBoxLayout,
+    QWidget,
+)
+
+from grpo_desktop.ui.plot_export import render_plot
+from grpo_desktop.ui.plot_kit import (
+    PALETTE,
+    PART_COLORS,
+    Smoother,
+    StepPlot,
+    brush,
+    format_value,
+    metric,
+    metric_sum,
+)
+
+REDRAW_MS = 100
+EMPTY_HINT = (
+    "No run yet. Press Start (Ctrl+R) to train: every curve gains a point per step. Hover a plot "
+    "for values; click a point to see that step's rollouts."
+)
+HOVER_HINT = "Hover a plot for values; click a point to see that step's rollouts."
+TIPS = {
+    "reward": "Mean reward of the step's answers, the band ± the mean spread inside groups, and "
+    "each reward part (unweighted). Rising reward alone is not learning: compare with held-out "
+    "accuracy.",
+    "eval": "Accuracy on held-out problems with greedy answers: the side evaluation the reward "
+    "cannot game. Reward up while this stays flat means reward hacking.",
+    "zero": "Share of groups whose answers all scored the same. Their advantages are 0, so they "
+    "teach nothing; near 1 the step was wasted.",
+    "hist": "Advantages of the latest step's rollouts. Green answers are made more likely, red "
+    "less likely; a single bar at 0 means no group had any spread.",
+    "heat": "Advantage histograms of every step (darker = more rollouts). A band at 0 only means "
+    "steps without signal.",
+    "length": "Completion length in tokens: mean, with the min–max range. Growing length with flat "
+    "accuracy is the length bias of the grpo loss.",
+    "truncated": "Share of completions cut off at the length limit. Near 1, answers never finish.",
+}
+
+
+def _eval(index: int):
+    def get(history):
+        series = history.eval_series()
+        return series[0], series[index]
+
+    return get
+
+
+class PlotsView(QWidget):
+    def __init__(self, model, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.model = model
+        self.history = model.history
+        self.smoother = Smoother()
+        self._drawn_version = -1
+        self.last_redraw_s = 0.0
+        self._parts: set[str] = set()
+        self.follow = True  # keep the x range on the whole run until the user zooms or pans
+        self._flat: set[str] = set()  # plots whose y range is set by hand (a constant series)
+
+        self.readout = QLabel(EMPTY_HINT)
+        self.readout.setWordWrap(True)
+        self.readout.setMinimumHeight(32)
+        self.smoothing = QSlider(Qt.Orientation.Horizontal)
+        self.smoothing.setRange(0, 99)
+        self.smoothing.setFixedWidth(140)
+        self.smoothing.setToolTip(
+            "Smoothing: an exponential moving average of the curves (0 = raw values). Helps see "
+            "the trend of noisy rewards."
+        )
+        self.smoothing_label = QLabel("Smoothing 0.00")
+        top = QHBoxLayout()
+        top.addWidget(self.readout, 1)
+        top.addWidget(self.smoothing_label)
+        top.addWidget(self.smoothing)
+        self.fit_button = QPushButton("Show all steps")
+        self.fit_button.setToolTip("Zoom back out to the whole run and follow new steps again")
+        self.fit_button.setEnabled(False)
+        top.addWidget(self.fit_button)
+        self.csv_button = QPushButton("Export CSV…")
+        self.csv_button.setToolTip(
+            "Save every step's metrics and the held-out results as a CSV file. To save one plot as "
+            "PNG or SVG, right-click it."
+        )
+        top.addWidget(self.csv_button)
+
+        pg.setConfigOptions(antialias=True, background="w", foreground="#333333")
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas.ci.setSpacing(12)
+        self.plots: dict[str, StepPlot] = {}
+        self._build()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addLayout(top)
+        layout.addWidget(self.canvas, 1)
+
+        self.smoothing.valueChanged.connect(self._on_smoothing_value_changed)
+        self.canvas.scene().sigMouseMoved.connect(self._on_scene_mouse_moved)
+        self.canvas.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
+        self.fit_button.clicked.connect(self._on_fit_button_clicked)
+        self.csv_button.clicked.connect(lambda: self.export_history_csv())
+        for sp in self.plots.values():
+            sp.plot.vb.sigRangeChangedManually.connect(self._on_view_range_changed_manually)
+        self.timer = QTimer(self, interval=REDRAW_MS)
+        self.timer.timeout.connect(self._on_timer_timeout)
+        self.timer.start()
+
+    # ------------------------------------------------------------------ layout
+
+    def _new_plot(self, name: str, title: str, row: int, col: int, tip: str = "") -> StepPlot:
+        item = self.canvas.addPlot(row=row, col=col)
+        item.setTitle(title, size="10pt")
+        item.showGrid(x=True, y=True, alpha=0.15)
+        item.setMenuEnabled(True)
+        item.hideButtons()
+        item.getAxis("left").setWidth(48)
+        if tip:
+            item.setToolTip(tip)
+        sp = StepPlot(name, item)
+        self._add_export_actions(item, title)
+        self.plots[name] = sp
+        return sp
+
+    def _build(self) -> None:
+        reward = self._new_plot("reward", "Reward", 0, 0, TIPS["reward"])
+        _legend(reward.plot, 3)
+        reward.add_band(
+            "std",
+            metric_sum("reward", "reward_std", -1),
+            metric_sum("reward", "reward_std", 1),
+            "blue",
+        )
+        reward.add_series("reward", "reward", metric("reward"), "blue", width=2.5)
+        ev = self._new_plot("eval", "Held-out accuracy", 0, 1, TIPS["eval"])
+        _legend(ev.plot, 2)
+        ev.add_series("accuracy", "accuracy", _eval(1), "red", symbol="o", smooth=False)
+        ev.add_series("format", "format", _eval(2), "grey", symbol="t", smooth=False, width=1.5)
+        ev.fraction = True
+        zero = self._new_plot("zero", "No-signal groups", 0, 2, TIPS["zero"])
+        zero.add_series("zero", "no-spread groups", metric("frac_reward_zero_std"), "purple")
+        zero.fraction = True
+
+        self.hist_plot = self.canvas.addPlot(row=1, col=0)
+        self.hist_plot.setTitle("Advantages, latest step", size="10pt")
+        self.hist_plot.setToolTip(TIPS["hist"])
+        self.hist_plot.showGrid(y=True, alpha=0.15)
+        self.hist_plot.hideButtons()
+        self.hist_plot.getAxis("left").setWidth(48)
+        self.hist_plot.setLabel("bottom", "advantage")
+        self.hist_bars = pg.BarGraphItem(x=[], height=[], width=0.1)
+        self.hist_plot.addItem(self.hist_bars)
+        self.hist_note = pg.TextItem("", color="#7f4c00", anchor=(0, 0))
+        self.hist_plot.addItem(self.hist_note, ignoreBounds=True)
+        self._add_export_actions(self.hist_plot, "Advantages, latest step")
+        heat = self._new_plot("heat", "Advantages by step", 1, 1, TIPS["heat"])
+        self.heat_image = pg.ImageItem()
+        self.heat_image.setColorMap(_heat_colormap())
+        heat.plot.addItem(self.heat_image)
+        length = self._new_plot("length", "Length (tokens)", 1, 2, TIPS["length"])
+        length.add_band(
+            "range", metric("completions/min_length"), metric("completions/max_length"), "teal"
+        )
+        length.add_series("mean", "mean", metric("completions/mean_length"), "teal")
+
+        simple = [
+            ("truncated", "Truncated", "completions/clipped_ratio", "orange", TIPS["truncated"]),
+            (
+                "kl",
+                "KL",
+                "kl",
+                "purple",
+                "KL divergence from the starting model (only with β > 0).",
+            ),
+            (
+                "loss",
+                "Loss",
+                "loss",
+                "grey",
+                "The GRPO loss. With one update per batch it hovers near 0 and says little; watch reward and accuracy instead.",
+            ),
+            (
+                "entropy",
+                "Entropy",
+                "entropy",
+                "green",
+                "How spread the model's next-token choices are. A fast drop means answers become identical (and groups lose their spread).",
+            ),
+            (
+                "lr",
+                "Learning rate",
+                "learning_rate",
+                "blue",
+                "The learning rate of each step (warm-up and schedule).",
+            ),
+            (
+                "grad_norm",
+                "Grad norm",
+                "grad_norm",
+                "red",
+                "Size of each update before clipping. Spikes warn of instability.",
+            ),
+        ]
+        for i, (name, title, key, color, tip) in enumerate(simple):
+            sp = self._new_plot(name, title, 2 + i // 3, i % 3, tip)
+            sp.add_series(name, title.lower(), metric(key), color)
+            sp.fraction = name == "truncated"
+        master = self.plots["reward"].plot
+        for name, sp in self.plots.items():
+            if name != "reward":
+                sp.plot.setXLink(master)
+            if sp.fraction:
+                sp.plot.setYRange(0, 1.02, padding=0)
+                sp.plot.enableAutoRange(axis="y", enable=False)
+            sp.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen("#999999", width=1))
+            sp.cursor.setVisible(False)
+            sp.plot.addItem(sp.cursor, ignoreBounds=True)
+        for sp in self.plots.values():
+            sp.plot.vb.setAutoVisible(y=True)  # y fits what is shown when zoomed in on x
+        for row in range(4):
+            self.canvas.ci.layout.setRowStretchFactor(row, 1)
+
+    def _add_export_actions(self, item: pg.PlotItem, title: str) -> None:
+        menu = item.vb.menu
+        menu.addSeparator()
+        menu.addAction("Save this plot as PNG…").triggered.connect(
+            lambda: self.export_plot(item, title, "png")
+        )
+        menu.addAction("Save this plot as SVG…").triggered.connect(
+            lambda: self.export_plot(item, title, "svg")
+        )
+
+    # ------------------------------------------------------------------ redraw
+
+    def _ensure_parts(self) -> None:
+        for fn in self.history.reward_functions():
+            if fn not in self._parts:
+                color = PART_COLORS[len(self._parts) % len(PART_COLORS)]
+                self.plots["reward"].add_series(
+                    f"part/{fn}",
+                    fn,
+                    metric(f"rewards/{fn}/mean"),
+                    color,
+                    width=1.5,
+                    style=Qt.PenStyle.DashLine,
+                )
+                self._parts.add(fn)
+
+    def _on_timer_timeout(self) -> None:
+        if self.history.version != self._drawn_version and self.isVisible():
+            self.redraw()
+
+    def redraw(self) -> None:
+        """Push the history into every plot (normally called by the timer)."""
+        t0 = time.perf_counter()
+        self._drawn_version = self.history.version
+        if self.history.num_steps == 0 and not self.history.evals:
+            self._clear()
+        else:
+            self._ensure_parts()
+            for sp in self.plots.values():
+                sp.redraw(self.history, self.smoother)
+            self._redraw_histograms()
+            self._fit_ranges()
+            if self.readout.text() == EMPTY_HINT:
+                self.readout.setText(HOVER_HINT)
+        self.last_redraw_s = time.perf_counter() - t0
+
+    def _clear(self) -> None:
+        self.smoother.reset()
+        for sp in self.plots.values():
+            for s in sp.series:
+                s.item.setData([], [])
+            for b in sp.bands:
+                for c in b.curves:
+                    c.setData([], [])
+        self.hist_bars.setOpts(x=[], height=[])
+        self.hist_note.setText("")
+        self.heat_image.clear()
+        self.follow = True
+        self.fit_button.setEnabled(False)
+        self.readout.setText(EMPTY_HINT)
+
+    def _redraw_histograms(self) -> None:
+        latest = self.history.latest_histogram()
+        if latest is not None:
+            edges, counts = np.asarray(latest[0]), np.asarray(latest[1])
+            centers = (edges[:-1] + edges[1:]) / 2
+            colors = [
+                brush("green", 200)
+                if c > 1e-9
+                else brush("red", 200)
+                if c < -1e-9
+                else brush("grey", 200)
+                for c in centers
+            ]
+            if float(edges[-1]) < 1e-3:  # every advantage is 0: one bar, on a readable scale
+                centers, counts, colors = (
+                    np.array([0.0]),
+                    np.array([counts.sum()]),
+                    [brush("grey", 200)],
+                )
+                edges = np.array([-1.0, 1.0])
+                width = 0.1
+                self.hist_note.setText("all 0: no group had any spread")
+            else:
+                width = float(edges[1] - edges[0]) * 0.9
+                self.hist_note.setText("")
+            self.hist_bars.setOpts(x=centers, height=counts, width=width, brushes=colors, pen=None)
+            self.hist_plot.setXRange(float(edges[0]), float(edges[-1]), padding=0.05)
+            self.hist_note.setPos(float(edges[0]), float(max(counts.max(), 1)))
+        heat = self.history.advantage_heatmap()
+        if heat is not None:
+            steps, half, grid = heat
+            self.heat_image.setImage(
+                grid, autoLevels=False, levels=(0, max(float(grid.max()), 1e-9))
+            )
+            x0 = float(steps[0]) - 0.5
+            span = float(steps[-1] - steps[0]) + 1.0
+            self.heat_image.setRect(pg.QtCore.QRectF(x0, -half, span, 2 * half))
+
+    def _fit_ranges(self) -> None:
+        """x: the whole run (held-out steps included) unless the user zoomed; y: a constant
+        series gets a range around its value instead of pyqtgraph's ±0.5."""
+        steps, ev = self.history.steps, self.history.eval_series()[0]
+        xs = np.concatenate([steps, ev])
+        if self.follow and len(xs):
+            lo, hi = float(xs.min()), float(xs.max())
+            pad = max(0.5, (hi - lo) * 0.02)
+            self.plots["reward"].plot.setXRange(lo - pad, hi + pad, padding=0)
+        for name, sp in self.plots.items():
+            if sp.fraction or name == "heat":
+                continue
+            ys = [s.item.getOriginalDataset()[1] for s in sp.series]
+            ys = np.concatenate([y for y in ys if y is not None and len(y)] or [np.zeros(0)])
+            ys = ys[np.isfinite(ys)]
+            if not len(ys):
+                continue
+            lo, hi = float(ys.min()), float(ys.max())
+            if hi - lo <= 1e-9 * max(1.0, abs(hi)):
+                half = abs(hi) * 0.5 if hi else 1.0
+                sp.plot.setYRange(hi - half, hi + half, padding=0)
+                self._flat.add(name)
+            elif name in self._flat:
+                self._flat.discard(name)
+                sp.plot.enableAutoRange(axis="y", enable=True)
+
+    def _on_view_range_changed_manually(self, *_args) -> None:
+        self.follow = False
+        self.fit_button.setEnabled(True)
+
+    def _on_fit_button_clicked(self) -> None:
+        self.follow = True
+        self.fit_button.setEnabled(False)
+        for name, sp in self.plots.items():
+            if not sp.fraction and name not in self._flat:
+                sp.plot.enableAutoRange(axis="y", enable=True)
+        self._fit_ranges()
+
+    def _on_smoothing_value_changed(self, value: int) -> None:
+        weight = value / 100
+        self.smoothing_label.setText(f"Smoothing {weight:.2f}")
+        self.smoother.set_weight(weight)
+        self._drawn_version = -1
+
+    # ------------------------------------------------------------------ hover and click
+
+    def _plot_at(self, pos) -> StepPlot | None:
+        for sp in self.plots.values():
+            if sp.plot.sceneBoundingRect().contains(pos):
+                return sp
+        return None
+
+    def _nearest_step(self, sp: StepPlot, pos) -> int | None:
+        steps = self.history.steps
+        if len(steps) == 0:
+            return None
+        x = sp.plot.vb.mapSceneToView(pos).x()
+        i = int(np.clip(np.searchsorted(steps, x), 1, len(steps) - 1)) if len(steps) > 1 else 0
+        if i and abs(steps[i - 1] - x) <= abs(steps[i] - x):
+            i -= 1
+        return int(steps[i])
+
+    def _on_scene_mouse_moved(self, pos) -> None:
+        sp = self._plot_at(pos)
+        step = self._nearest_step(sp, pos) if sp is not None else None
+        for other in self.plots.values():
+            other.cursor.setVisible(step is not None)
+            if step is not None:
+                other.cursor.setValue(step)
+        if step is None:
+            return
+        text = sp.readout(self.history, step)
+        title = sp.plot.titleLabel.text
+        if sp.name == "heat":
+            text = "click to see this step's rollouts"
+        self.readout.setText(f"<b>Step {step}</b> · {title}: {text or 'no value'}")
+
+    def _on_scene_mouse_clicked(self, event) -> None:
+        if event.button() != Qt.MouseButton.LeftButton or event.double():
+            return
+        sp = self._plot_at(event.scenePos())
+        step = self._nearest_step(sp, event.scenePos()) if sp is not None else None
+        if step is not None:
+            self.model.focus_step(step)
+
+    # ------------------------------------------------------------------ export
+
+    def export_history_csv(self, path: str | None = None) -> str:
+        """Save the history as CSV (asks for the file when `path` is None); '' when nothing was."""
+        if not self.history.num_steps:
+            self.readout.setText("There is no history to export yet: run at least one step.")
+            return ""
+        if path is None:
+            path, _ = QFileDialog.getSaveFileName(
+                self, "Export history", "history.csv", "CSV (*.csv)"
+            )
+            if not path:
+                return ""
+        self.history.write_csv(path)
+        return path
+
+    def export_plot(self, item: pg.PlotItem, title: str, kind: str, path: str | None = None) -> str:
+        """Save one plot as PNG or SVG (asks for the file when `path` is None)."""
+        if path is None:
+            default = title.lower().split(" (")[0].replace(" ", "-").replace(",", "") + f".{kind}"
+            path, _ = QFileDialog.getSaveFileName(
+                self, f"Save plot as {kind.upper()}", default, f"{kind.upper()} (*.{kind})"
+            )
+            if not path:
+                return ""
+        cursors = [(sp.cursor, sp.cursor.isVisible()) for sp in self.plots.values()]
+        for cursor, _ in cursors:
+            cursor.setVisible(False)  # the hover line is not part of the picture
+        try:
+            render_plot(self.canvas.scene(), item, title, kind, path)
+        finally:
+            for cursor, visible in cursors:
+                cursor.setVisible(visible)
+        return path
+
+
+def _legend(plot: pg.PlotItem, columns: int) -> None:
+    """A one-row legend on a translucent background, so it hides as little as possible."""
+    legend = plot.addLegend(offset=(4, 2), labelTextSize="8pt", colCount=columns)
+    legend.setBrush(pg.mkBrush(255, 255, 255, 210))
+    legend.layout.setHorizontalSpacing(6)
+
+
+def _heat_colormap() -> pg.ColorMap:
+    return pg.ColorMap([0.0, 0.35, 1.0], [(255, 255, 255), (120, 160, 220), (15, 50, 120)])
+
+
+__all__ = ["PALETTE", "PlotsView", "format_value"]
