@@ -5,8 +5,14 @@
     grpo-desktop train --demo --out runs/demo --steps 20
     grpo-desktop train my.json --out runs/a [--steps N]
     grpo-desktop train --resume runs/a [--steps N]
+    grpo-desktop train my-run.grpo [--resume] [--trust-checker]   (a session saved by the app)
+    grpo-desktop open my-run.grpo         open the window on a session (also: grpo-desktop my-run.grpo)
     grpo-desktop config --demo > my.json  (or --preset dapo)
     grpo-desktop eval --demo | RUN_DIR | MODEL_DIR [--n 200] [--seed S]   (one JSON line)
+
+A session trains into its own run folder: a fresh run when it has none, else only with --resume
+(continue from the last checkpoint) — never silently over a run. Custom checker code from a file
+runs only when trusted here before (in the app, or with --trust-checker, which remembers it).
 
 Exit codes: 0 finished or stopped, 1 the run failed with an internal error, 2 bad input (a
 one-paragraph message, no traceback). Ctrl-C stops gracefully (checkpoint saved); twice aborts.
@@ -55,12 +61,27 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
 
     t = sub.add_parser("train", help="train headless, writing events and checkpoints to a folder")
-    t.add_argument("config", nargs="?", help="config JSON (see `grpo-desktop config --demo`)")
+    t.add_argument(
+        "config",
+        nargs="?",
+        help="config JSON (see `grpo-desktop config --demo`) or a session folder (NAME.grpo)",
+    )
     t.add_argument("--demo", action="store_true", help="train the built-in demo")
     t.add_argument("--out", help="run folder for events.jsonl, config.json and checkpoints")
     t.add_argument("--steps", type=int, help="total number of steps (overrides the config)")
     t.add_argument(
-        "--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint"
+        "--resume",
+        nargs="?",
+        const=True,
+        metavar="DIR",
+        help="continue the run in DIR (a run or session folder) from its last checkpoint; "
+        "after a session folder, no DIR is needed",
+    )
+    t.add_argument(
+        "--trust-checker",
+        action="store_true",
+        help="allow the custom checker code in the session or config (Python that runs with "
+        "your permissions) and remember it as trusted",
     )
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--seed", type=int, help="seed for data order and sampling (sets run.seed)")
@@ -81,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
         "--no-sample", action="store_true", help="skip the temperature-1 format rate (faster)"
     )
 
+    o = sub.add_parser("open", help="open the window on a session folder (NAME.grpo)")
+    o.add_argument("session", help="the session folder (or its session.json)")
+
     c = sub.add_parser("config", help="print a config as JSON for editing")
     c.add_argument("--demo", action="store_true", help="the built-in demo's config (default)")
     c.add_argument("--preset", choices=["grpo", "dr_grpo", "dapo", "gspo"], help="a named variant")
@@ -91,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     import multiprocessing
 
     multiprocessing.freeze_support()  # checker child processes in a frozen (installer) build
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_open_shortcut(sys.argv[1:] if argv is None else list(argv)))
     if args.self_test:
         from grpo_desktop.selftest import run_self_test
 
@@ -104,12 +128,30 @@ def main(argv: list[str] | None = None) -> int:
         return _cmd_eval(args)
     from grpo_desktop.ui.app import run_app
 
+    if args.command == "open":
+        return run_app(
+            session_path=args.session,
+            autostart=args.autostart,
+            quit_after_steps=args.quit_after_steps,
+            screenshot=args.screenshot,
+        )
+
     return run_app(
         config_path=None if args.demo else args.config,
         autostart=args.autostart,
         quit_after_steps=args.quit_after_steps,
         screenshot=args.screenshot,
     )
+
+
+def _open_shortcut(argv: list[str]) -> list[str]:
+    """`grpo-desktop [options] my-run.grpo` (e.g. from a file manager) means `open my-run.grpo`."""
+    if any(a in ("train", "eval", "open", "config") for a in argv):
+        return argv
+    for i, arg in enumerate(argv):
+        if arg.rstrip("/\\").endswith(".grpo") and (i == 0 or argv[i - 1] != "--config"):
+            return [*argv[:i], "open", *argv[i:]]
+    return argv
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
@@ -179,11 +221,26 @@ class _Usage(Exception):
 
 def _cmd_train(args) -> int:
     from grpo_desktop.engine.errors import UserError
+    from grpo_desktop.session.document import is_session
 
+    target = args.resume if isinstance(args.resume, str) else None
+    if args.config and target:
+        return _fail("give a config or session, or --resume DIR, not both.")
+    if (args.config or target) and is_session(args.config or target):
+        return _cmd_train_session(args, args.config or target)
+    if args.resume is True:
+        return _fail(
+            "--resume without a folder continues a session: `grpo-desktop train SESSION "
+            "--resume`. To continue a run folder, name it: --resume DIR."
+        )
     try:
         cfg = _load_train_config(args)
     except (UserError, _Usage) as exc:
         return _fail(str(exc))
+    source = os.path.join(args.resume, "config.json") if args.resume else args.config
+    refusal = _checker_refusal(cfg, source, args.trust_checker)
+    if refusal:
+        return _fail(refusal)
     out = args.resume or args.out
     if not out:
         return _fail("give a run folder with --out DIR (events and checkpoints are saved there).")
@@ -191,6 +248,78 @@ def _cmd_train(args) -> int:
         return _fail(
             f"{out} already holds a run. Continue it with --resume {out}, or choose a new --out folder."
         )
+    return _train_loop(cfg, out, bool(args.resume), args.quiet)
+
+
+def _checker_refusal(cfg, source: str | None, allow: bool) -> str:
+    """Why the custom checker in `cfg` (read from `source`) may not run; '' when it may.
+    With `allow` (--trust-checker) it may, and is remembered as trusted."""
+    from grpo_desktop.session.trust import TrustStore
+
+    code = cfg.rewards.custom_checker
+    store = TrustStore()
+    if store.is_trusted(code):
+        return ""
+    if allow:
+        store.trust(code)
+        return ""
+    return (
+        f"{source} includes custom checker code (Python that would run on this computer with "
+        "your permissions) that you have not trusted here. Read it first (config → rewards → "
+        "custom_checker, or open it in the app, which shows it); to run it, add --trust-checker "
+        "(remembered for this exact code)."
+    )
+
+
+def _cmd_train_session(args, path: str) -> int:
+    """`train SESSION`: a fresh run into the session's run folder, or with --resume continue it
+    from its last checkpoint (from step 0 when it has none). Never over a run silently."""
+    from grpo_desktop.engine.config import validate
+    from grpo_desktop.session.document import SessionError, load_session, save_session
+    from grpo_desktop.session.history import RunHistory
+    from grpo_desktop.session.run_state import clear_run, describe, run_state
+
+    resume = bool(args.resume)
+    if args.out:
+        return _fail(f"{path} is a session: it trains into its own run folder, so leave out --out.")
+    try:
+        doc = load_session(path)
+        history = RunHistory.from_events_file(doc.events_path) if doc.has_run() else None
+    except SessionError as exc:
+        return _fail(str(exc))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return _fail(f"The run's history {doc.events_path} cannot be read ({exc}).")
+    cfg = doc.config
+    if args.steps is not None:
+        cfg = cfg.replace(run={"max_steps": args.steps})
+    if args.seed is not None and not resume:
+        cfg = cfg.replace(run={"seed": args.seed})
+    problems = validate(cfg)
+    if problems:
+        return _fail("the session's settings need fixing:\n  - " + "\n  - ".join(problems))
+    refusal = _checker_refusal(cfg, path, args.trust_checker)
+    if refusal:
+        return _fail(refusal)
+    state = run_state(history, doc.run_dir) if history is not None else None
+    if state is not None and state.has_steps and not resume:
+        return _fail(
+            f"{path} already holds a run. {describe(state, cfg.run.max_steps)} Continue it with "
+            f"`grpo-desktop train {path} --resume` (add --steps N to train longer), or start "
+            "over in a copy of the session (Save As in the app)."
+        )
+    try:
+        if not resume:
+            clear_run(doc.run_dir)
+        os.makedirs(doc.run_dir, exist_ok=True)
+        doc.config, doc.trained = cfg, True
+        save_session(doc)  # the session names its run and the settings it ran with
+    except (OSError, SessionError) as exc:
+        return _fail(str(exc))
+    return _train_loop(cfg, doc.run_dir, resume, args.quiet)
+
+
+def _train_loop(cfg, out: str, resume: bool, quiet: bool) -> int:
+    """Train into the run folder `out` (Ctrl-C stops after the step); returns the exit code."""
     from grpo_desktop.engine.control import TrainControl
     from grpo_desktop.engine.trainer import train
 
@@ -205,10 +334,10 @@ def _cmd_train(args) -> int:
         control.stop()
 
     signal.signal(signal.SIGINT, on_sigint)
-    bar = _Progress(enabled=not args.quiet)
+    bar = _Progress(enabled=not quiet)
     finished = None
     try:
-        for event in train(cfg, control, run_dir=out, resume=bool(args.resume)):
+        for event in train(cfg, control, run_dir=out, resume=resume):
             bar.update(event)
             if event.type == "run_finished":
                 finished = event

@@ -18,7 +18,15 @@ import time
 import traceback
 from collections.abc import Callable
 
-LIBRARIES = ("torch", "transformers", "peft", "bitsandbytes", "datasets", "math_verify", "pyqtgraph")
+LIBRARIES = (
+    "torch",
+    "transformers",
+    "peft",
+    "bitsandbytes",
+    "datasets",
+    "math_verify",
+    "pyqtgraph",
+)
 
 
 def _check_qt() -> str:

@@ -37,6 +37,15 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
 
 
+@pytest.fixture(autouse=True)
+def _isolated_user_dirs(tmp_path_factory, monkeypatch):
+    """Untitled sessions, autosaves, crash markers and trusted checkers live in the user's data
+    and config folders: give every test its own, so tests never touch (or see) the user's."""
+    home = tmp_path_factory.mktemp("user")
+    monkeypatch.setenv("GRPO_DESKTOP_DATA_DIR", str(home / "data"))
+    monkeypatch.setenv("GRPO_DESKTOP_CONFIG_DIR", str(home / "config"))
+
+
 # Said by Qt's offscreen platform plugin itself whenever a top-level window is shown; it is about
 # the headless test platform, not about anything the app does.
 QT_PLATFORM_NOISE = ("This plugin does not support propagateSizeHints()",)
@@ -186,7 +195,7 @@ def make_fake_train(delay: float = 0.0, fail_message: str | None = None, error_e
             status, step = "completed", 0
             for step in range(1, total + 1):
                 control.wait_if_paused()
-                if control.should_stop():
+                if control.should_stop(step - 1):
                     step -= 1
                     status = "stopped"
                     break
@@ -194,7 +203,7 @@ def make_fake_train(delay: float = 0.0, fail_message: str | None = None, error_e
                     yield emit(event)
                 if delay:
                     time.sleep(delay)
-                if control.should_stop() and step < total:
+                if control.should_stop(step) and step < total:
                     status = "stopped"
                     break
             yield emit(RunFinished(status, step, f"{status} at {step}", None))

@@ -83,3 +83,66 @@ def test_generate_masks_pad_after_eos_and_decodes(tiny_model_dir):
     pad = comps.completion_ids[comps.completion_mask == 0]
     assert (pad == tok.pad_token_id).all()
     assert comps.lengths.tolist() == comps.completion_mask.sum(1).tolist()
+
+
+def _grouped_batch(model, tok, G=3):
+    """Two prompts of different lengths (left padding), G sampled completions each, some ending."""
+    ids, mask = tokenize_prompts(tok, ["<|user|>a<|end|>", "<|user|>bcd<|end|>"], 32, "cpu")
+    ids, mask = ids.repeat_interleave(G, 0), mask.repeat_interleave(G, 0)  # (2G, P)
+    torch.manual_seed(0)
+    comps = generate_completions(model, tok, ids, mask, max_new_tokens=7)
+    return ids, mask, comps.completion_ids, comps.completion_mask
+
+
+def test_prompt_runs_find_rows_that_repeat_the_row_above():
+    ids = torch.tensor([[1, 2], [1, 2], [3, 4], [3, 4], [3, 4], [1, 2]])
+    first, owner = rollout.prompt_runs(ids, torch.ones_like(ids))
+    assert first.tolist() == [0, 2, 5] and owner.tolist() == [0, 0, 1, 1, 1, 2]
+    assert rollout.prompt_runs(ids[1:3], torch.ones(2, 2)) is None  # nothing repeats
+
+
+def test_shared_prompt_pass_equals_the_plain_pass_with_gradients(tiny_model_dir, monkeypatch):
+    """Each distinct prompt goes through the model once; log-probs, entropies and gradients equal
+    the plain pass over prompt + completion (float rounding aside), also when a chunk of rows
+    splits a group (budget of 2 rows, groups of 3)."""
+    model, tok = _load(tiny_model_dir)
+    args = _grouped_batch(model, tok)
+    model.train()
+
+    def run(share: bool, budget: int):
+        monkeypatch.setattr(rollout, "_can_share_prompts", lambda m: share)
+        monkeypatch.setattr(rollout, "LOGITS_BUDGET", budget)
+        model.zero_grad(set_to_none=True)
+        logps, ent = token_logps(model, *args, temperature=0.7, with_entropy=True)
+        (logps * args[3]).sum().backward()
+        return logps.detach(), ent, [p.grad.clone() for p in model.parameters()]
+
+    shared_calls = []
+    inner = rollout._logits_sharing_prompts
+
+    def spy(*a):
+        out = inner(*a)
+        shared_calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(rollout, "_logits_sharing_prompts", spy)
+    plain = run(False, 2**25)
+    assert shared_calls == []
+    # One chunk of 6 rows; or chunks of 2 rows: [0, 1] and [4, 5] share, [2, 3] has two prompts.
+    for budget, expected in ((2**25, [True]), (2 * 7 * model.config.vocab_size, [1, 0, 1])):
+        shared = run(True, budget)
+        assert shared_calls == [bool(e) for e in expected]
+        shared_calls.clear()
+        assert torch.allclose(shared[0], plain[0], atol=1e-5)
+        assert torch.allclose(shared[1], plain[1], atol=1e-5)
+        for a, b in zip(shared[2], plain[2]):
+            assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_gradient_checkpointing_keeps_the_plain_pass(tiny_model_dir):
+    model, _ = _load(tiny_model_dir)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    assert not rollout._can_share_prompts(model)  # its layers would drop the prompt's cache
+    with torch.no_grad():
+        assert rollout._can_share_prompts(model)  # nothing is checkpointed without gradients

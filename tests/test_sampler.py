@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from grpo_desktop.engine import sampler
 from grpo_desktop.engine.rollout import generate_completions, tokenize_prompts
 from grpo_desktop.engine.sampler import _top_p_filter, sample_tokens
 
@@ -34,6 +35,33 @@ def test_greedy_matches_generate_with_left_padding(tiny_model_dir):
             return torch.nn.functional.pad(t, (0, w - t.size(1)), value=tok.pad_token_id)
 
         assert torch.equal(pad(ours), pad(ref)), (ours, ref)
+
+
+def test_repeated_prompts_are_prefilled_once_and_decode_as_generate(tiny_model_dir, monkeypatch):
+    """A group's G rows share their prompt: the prefill runs each distinct prompt once and copies
+    its cache; greedy tokens still equal generate's, and sampling equals the unshared prefill."""
+    model, tok = _load(tiny_model_dir)
+    ids, mask = tokenize_prompts(tok, PROMPTS, 64, torch.device("cpu"))
+    ids, mask = ids.repeat_interleave(3, 0), mask.repeat_interleave(3, 0)  # (6, P)
+    widths = []
+    hook = model.register_forward_pre_hook(
+        lambda m, a, kw: widths.append(tuple(kw["input_ids"].shape)), with_kwargs=True
+    )
+    args = dict(max_new_tokens=10, eos_id=tok.eos_token_id, pad_id=tok.pad_token_id)
+    ours = sample_tokens(model, ids, mask, greedy=True, **args)
+    hook.remove()
+    assert widths[0] == (2, ids.size(1)) and widths[1] == (6, 1)  # prefill on the 2 distinct
+    ref = model.generate(
+        input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=10,
+        pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+    )[:, ids.size(1):]  # fmt: skip
+    assert torch.equal(ours, ref[:, : ours.size(1)])
+    torch.manual_seed(5)
+    shared = sample_tokens(model, ids, mask, **args)
+    monkeypatch.setattr(sampler, "prompt_runs", lambda ids, mask: None)  # prefill every row
+    torch.manual_seed(5)
+    plain = sample_tokens(model, ids, mask, **args)
+    assert torch.equal(shared, plain)
 
 
 def test_sampling_follows_softmax_of_logits_over_temperature(micro_model_dir):
@@ -101,3 +129,66 @@ def test_models_without_position_ids_fall_back_to_generate(tiny_model_dir):
     comps = generate_completions(wrapped, tok, ids, mask, max_new_tokens=6, greedy=True)
     direct = generate_completions(model, tok, ids, mask, max_new_tokens=6, greedy=True)
     assert comps.texts == direct.texts
+
+
+def _lora_model(path, seed=0):
+    from peft import LoraConfig, get_peft_model
+
+    model, tok = _load(path)
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM")
+    model = get_peft_model(model, lora)
+    torch.manual_seed(seed)
+    for name, p in model.named_parameters():
+        if "lora_B" in name:  # peft starts B at 0 (adapter = identity): make it matter
+            p.data.normal_(0.0, 0.5)
+    return model.eval(), tok
+
+
+def test_lora_merged_decodes_the_same_function_and_restores_the_weights(tiny_model_dir):
+    model, tok = _lora_model(tiny_model_dir)
+    ids, mask = tokenize_prompts(tok, PROMPTS, 64, torch.device("cpu"))
+    weights = {n: p for n, p in model.named_parameters() if "base_layer.weight" in n}
+    before = {n: p.detach().clone() for n, p in weights.items()}
+    with torch.no_grad():
+        adapted = model(input_ids=ids, attention_mask=mask).logits  # (2, P, V)
+        with model.disable_adapter():
+            base = model(input_ids=ids, attention_mask=mask).logits
+        with sampler.lora_merged(model):
+            merged = model(input_ids=ids, attention_mask=mask).logits
+    assert not torch.allclose(adapted, base, atol=1e-3)  # the adapter changes the function
+    assert torch.allclose(merged, adapted, atol=1e-5)  # merged = adapter on, up to rounding
+    for n, p in model.named_parameters():
+        if n in weights:
+            assert p is weights[n] and torch.equal(p, before[n])  # put back exactly
+    args = dict(max_new_tokens=8, eos_id=tok.eos_token_id, pad_id=tok.pad_token_id, greedy=True)
+    unmerged = sample_tokens(model, ids, mask, **args)  # (2, C): adapters run as three matmuls
+    comps = generate_completions(model, tok, ids, mask, max_new_tokens=8, greedy=True)
+    assert torch.equal(comps.completion_ids, unmerged)  # generation decodes merged
+
+
+def test_lora_merged_restores_after_an_error_and_skips_what_it_cannot_merge(tiny_model_dir):
+    model, _ = _lora_model(tiny_model_dir)
+    weight = next(p for n, p in model.named_parameters() if "base_layer.weight" in n)
+    ptr, values = weight.data_ptr(), weight.detach().clone()
+
+    def adapters_on() -> bool:
+        return not any(m.disable_adapters for m in model.modules() if hasattr(m, "lora_A"))
+
+    try:
+        with sampler.lora_merged(model):
+            assert weight.data_ptr() != ptr and not adapters_on()
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    assert weight.data_ptr() == ptr and torch.equal(weight, values) and adapters_on()
+    model.to(torch.bfloat16)  # merging would round bf16 weights: decode unmerged instead
+    ptr = weight.data_ptr()
+    with sampler.lora_merged(model):
+        assert weight.data_ptr() == ptr and adapters_on()
+    plain, _ = _load(tiny_model_dir)
+    assert sampler._mergeable_lora_layers(plain) == []  # no peft model, nothing to merge
+    from peft import LoraConfig, get_peft_model
+
+    extra = LoraConfig(r=4, target_modules="all-linear", modules_to_save=["lm_head"])
+    # disable_adapter() would also swap the trained lm_head copy back: not the same function
+    assert sampler._mergeable_lora_layers(get_peft_model(plain, extra)) == []

@@ -225,3 +225,13 @@ def test_resume_after_a_crash_logs_each_step_once(tiny_model_dir, tmp_path):
     logged = read_events(os.path.join(run_dir, "events.jsonl"))
     assert [e.step for e in logged if e.type == "step"] == [1, 2, 3, 4]
     assert [e.step for e in logged if e.type == "rollouts"] == [1, 2, 3, 4]
+
+
+def test_stop_after_ends_exactly_after_that_step(micro_model_dir):
+    control = TrainControl()
+    control.stop_after(2)
+    cfg = toy_config(micro_model_dir, run={"max_steps": 10, "checkpoint_every": 100},
+                     data={"eval_size": 0})  # fmt: skip
+    events = run_all(cfg, control)
+    assert [e.step for e in events if e.type == "step"] == [1, 2]
+    assert events[-1].status == "stopped" and events[-1].step == 2

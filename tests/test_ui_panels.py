@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from grpo_desktop.engine.config import PRESETS, SECTIONS, TrainConfig
 from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.session.document import SessionDocument
 from grpo_desktop.ui.panels.dataset_panel import DatasetPanel
 from grpo_desktop.ui.panels.hyper_panel import HyperPanel
 from grpo_desktop.ui.panels.model_panel import ModelPanel
@@ -35,8 +36,8 @@ PANELS = (ModelPanel, DatasetPanel, RewardPanel, HyperPanel)
 
 
 @pytest.fixture
-def model(qtbot):
-    return SessionModel(demo_config())
+def model(qtbot, tmp_path):
+    return SessionModel(SessionDocument(str(tmp_path / "panels.grpo"), demo_config()))
 
 
 def make(qtbot, cls, model):
@@ -176,7 +177,9 @@ def test_each_panel_round_trips_its_fields(qtbot, model, panel_cls):
 
 def test_presets_set_the_algorithm_and_show_which_one_matches(qtbot, model):
     panel = make(qtbot, HyperPanel, model)
-    assert panel.preset_buttons["grpo"].isChecked()  # the demo uses GRPO's settings
+    panel.preset_buttons["grpo"].click()
+    assert panel.preset_buttons["grpo"].isChecked()
+    assert model.value("algorithm", "beta") == PRESETS["grpo"]["algorithm"]["beta"]
     panel.preset_buttons["dapo"].click()
     for key, value in PRESETS["dapo"]["algorithm"].items():
         assert model.value("algorithm", key) == value

@@ -36,10 +36,9 @@ def small(cfg):
 @pytest.fixture
 def window(qtbot, tmp_path):
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(
-        small(demo_config()), runs_dir=str(tmp_path / "runs"), settings=settings, probe_device=False
-    )
+    w = MainWindow(small(demo_config()), settings=settings, probe_device=False)
     w.ask_stop_on_close = lambda: True
+    w.session.ask_save_changes = lambda _name: "discard"
     qtbot.addWidget(w)
     w.show()
     yield w
@@ -123,7 +122,11 @@ def test_scripted_mode_runs_screenshots_and_exits_zero(tmp_path, tiny_model_dir)
     config.write_text(cfg.to_json())
     shot = tmp_path / "shot.png"
     env = dict(
-        os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data")
+        os.environ,
+        GRPO_DESKTOP_CONFIG_DIR=str(tmp_path / "config"),
+        GRPO_DESKTOP_DATA_DIR=str(tmp_path / "data"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_DATA_HOME=str(tmp_path / "data"),
     )
     proc = subprocess.run(
         [

@@ -32,12 +32,12 @@ def make_window(qtbot, tmp_path):
         w = MainWindow(
             config(steps),
             train_fn or make_fake_train(),
-            runs_dir=str(tmp_path / "runs"),
             settings=settings,
             probe_device=False,
             **kwargs,
         )
-        w.ask_stop_on_close = lambda: True  # no modal question in tests
+        w.ask_stop_on_close = lambda: True  # no modal questions in tests
+        w.session.ask_save_changes = lambda _name: "discard"
         qtbot.addWidget(w)
         w.show()
         windows.append(w)
@@ -250,7 +250,7 @@ def test_scripted_mode_stops_after_n_steps_and_saves_a_screenshot(qtbot, make_wi
     ScriptedRun(w, app, autostart=True, quit_after=3, screenshot=str(shot))
     qtbot.waitUntil(lambda: app.code is not None, timeout=10_000)
     assert app.code == 0 and shot.stat().st_size > 10_000
-    assert w.model.state == STOPPED and 3 <= w.model.history.num_steps <= 4
+    assert w.model.state == STOPPED and w.model.history.num_steps == 3
 
 
 def test_scripted_mode_exits_non_zero_when_the_run_fails(qtbot, make_window):

@@ -14,8 +14,20 @@ the times tables), so every level adds one more partial product's worth of work.
 out of level 1 because they are not multiplication practice.
 
 Problems are drawn without repetition from that grid by a seeded `random.Random`, so the same
-arguments always give the same list, and `exclude` keeps given questions out (the demo model's
-SFT data, the held-out eval set and the training set can be made disjoint).
+arguments always give the same list, and `exclude` keeps given questions out.
+
+Pools (levels 2 and up): every problem belongs to exactly one of three fixed pools, chosen by a
+hash of its two factors, so the split never depends on a seed or a size:
+
+    pool   share  used for
+    test    10 %  held-out problems (the side evaluation during a run, `grpo-desktop eval`)
+    sft     50 %  the built-in demo model's supervised training (scripts/build_demo_model.py)
+    train   40 %  GRPO training problems
+
+`arithmetic_splits` draws held-out problems from `test` and training problems from `train`, so
+held-out accuracy is measured on problems that neither the demo model's supervised training nor
+any GRPO run (whatever its seed) has seen. Level 1 has only 64 problems, too few to set any
+aside: it has no pools, and the demo model never trains on it.
 
 Deliberately pure Python: no torch, no datasets, no numpy.
 
@@ -27,6 +39,7 @@ from __future__ import annotations
 import random
 from collections.abc import Collection
 from dataclasses import dataclass
+from functools import lru_cache
 
 # difficulty -> (first factor low, high, second factor low, high), bounds inclusive.
 _RANGES: dict[int, tuple[int, int, int, int]] = {
@@ -46,8 +59,32 @@ class Problem:
     answer: str
 
 
+# Pools by hash slot out of POOL_SLOTS; the rest of the slots is "train".
+POOL_SLOTS = 20
+_POOL_RANGES = {"test": range(0, 2), "sft": range(2, 12), "train": range(12, 20)}
+POOLS = tuple(_POOL_RANGES)
+
+
 def _question(a: int, b: int) -> str:
     return f"What is {a} × {b}?"
+
+
+def pool_of(a: int, b: int) -> str:
+    """The pool ("test", "sft" or "train") of the problem a × b at levels 2 and up.
+
+    A fixed integer hash (splitmix64's finaliser), the same on every machine and Python version.
+    """
+    x = (a * 1_000_003 + b + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    slot = (x ^ (x >> 31)) % POOL_SLOTS
+    return next(name for name, slots in _POOL_RANGES.items() if slot in slots)
+
+
+def has_pools(difficulty: int) -> bool:
+    """Whether a level is split into pools (all but level 1)."""
+    _ranges(difficulty)
+    return difficulty >= 2
 
 
 def _ranges(difficulty: int) -> tuple[int, int, int, int]:
@@ -70,37 +107,57 @@ def arithmetic_problems(
     difficulty: int = 2,
     seed: int = 0,
     exclude: Collection[str] = frozenset(),
+    pool: str | None = None,
 ) -> list[Problem]:
-    """`n` distinct problems of a difficulty level, none of whose question is in `exclude`.
+    """`n` distinct problems of a difficulty level, none of whose question is in `exclude`, all
+    from `pool` ("test", "sft", "train") when one is given, else from the whole grid.
 
     Deterministic: the same arguments give the same list. Raises ValueError when `n` is more than
-    the level has problems left after the exclusions.
+    the level (or pool) has problems left after the exclusions.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"The number of problems must be a whole number ≥ 0, got {n!r}.")
     a_lo, _a_hi, b_lo, b_hi = _ranges(difficulty)
     if n == 0:
         return []
+    if pool is not None and pool not in POOLS:
+        raise ValueError(f"Unknown pool {pool!r}; choose one of: {', '.join(POOLS)}.")
+    if pool is not None and not has_pools(difficulty):
+        raise ValueError(f"Arithmetic difficulty {difficulty} has no pools (too few problems).")
     total = problem_count(difficulty)
     width = b_hi - b_lo + 1
     excluded = exclude if isinstance(exclude, (set, frozenset)) else frozenset(exclude)
     # Drawing n + |exclude| distinct candidates guarantees n survivors whenever n are available;
-    # when that is the whole grid, the survivors are exactly the available problems.
-    k = min(total, n + len(excluded))
+    # when that is the whole grid, the survivors are exactly the available problems. A pool keeps
+    # a share of the candidates: draw enough for it, and the whole grid if that falls short.
+    need = n + len(excluded)
+    sizes = [min(total, need)] if pool is None else [min(total, 3 * need + 100), total]
     out: list[Problem] = []
-    for index in random.Random(seed).sample(range(total), k):
-        a, b = a_lo + index // width, b_lo + index % width
-        question = _question(a, b)
-        if question in excluded:
-            continue
-        out.append(Problem(question, str(a * b)))
-        if len(out) == n:
-            return out
+    for k in dict.fromkeys(sizes):
+        out = []
+        for index in random.Random(seed).sample(range(total), k):
+            a, b = a_lo + index // width, b_lo + index % width
+            question = _question(a, b)
+            if question in excluded or (pool is not None and pool_of(a, b) != pool):
+                continue
+            out.append(Problem(question, str(a * b)))
+            if len(out) == n:
+                return out
+    where = f"the '{pool}' pool of difficulty {difficulty}" if pool else f"difficulty {difficulty}"
     raise ValueError(
-        f"Arithmetic difficulty {difficulty} has {total:,} distinct problems and {len(out):,} of "
-        f"them are not excluded, fewer than the {n:,} asked for. Ask for fewer problems or raise "
-        "the difficulty."
+        f"Arithmetic {where} has {pool_size(difficulty, pool):,} distinct problems and "
+        f"{len(out):,} of them are not excluded, fewer than the {n:,} asked for. Ask for fewer "
+        "problems or raise the difficulty."
     )
+
+
+@lru_cache(maxsize=32)
+def pool_size(difficulty: int, pool: str | None = None) -> int:
+    """How many problems a pool of a level holds (the whole level when pool is None)."""
+    if pool is None:
+        return problem_count(difficulty)
+    a_lo, a_hi, b_lo, b_hi = _ranges(difficulty)
+    return sum(pool_of(a, b) == pool for a in range(a_lo, a_hi + 1) for b in range(b_lo, b_hi + 1))
 
 
 def arithmetic_splits(
@@ -108,9 +165,15 @@ def arithmetic_splits(
 ) -> tuple[list[Problem], list[Problem]]:
     """Disjoint (train, held-out eval) problem lists.
 
-    The eval set is drawn first, from `seed` alone, so it does not change with `train_size`; the
-    training problems are then drawn with the eval questions excluded.
+    Levels 2 and up: held-out problems come from the `test` pool and training problems from the
+    `train` pool (see the module docstring). Level 1: the eval set is drawn first, from `seed`
+    alone, and the training problems with the eval questions excluded. Either way the eval set
+    does not change with `train_size`.
     """
+    if has_pools(difficulty):
+        held_out = arithmetic_problems(eval_size, difficulty, seed, pool="test")
+        train = arithmetic_problems(train_size, difficulty, seed, pool="train")
+        return train, held_out
     held_out = arithmetic_problems(eval_size, difficulty, seed)
     train = arithmetic_problems(
         train_size, difficulty, seed, exclude=frozenset(p.question for p in held_out)
@@ -121,4 +184,7 @@ def arithmetic_splits(
 if __name__ == "__main__":
     for level in range(MIN_DIFFICULTY, MAX_DIFFICULTY + 1):
         example = arithmetic_problems(1, level, seed=0)[0]
-        print(f"difficulty {level}: {problem_count(level):>9,} problems, e.g. {example}")
+        pools = ""
+        if has_pools(level) and level <= 3:
+            pools = " (" + ", ".join(f"{p} {pool_size(level, p):,}" for p in POOLS) + ")"
+        print(f"difficulty {level}: {problem_count(level):>9,} problems{pools}, e.g. {example}")

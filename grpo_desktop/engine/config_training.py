@@ -288,7 +288,7 @@ class RunConfig:
         help="Steps between saved checkpoints. A crash loses at most this many steps.",
     )
     checkpoint_minutes: float = option(
-        10.0,
+        5.0,
         label="Checkpoint every (min)",
         min=0.0,
         max=10_000.0,

@@ -15,11 +15,17 @@ class TrainControl:
         self._stop = threading.Event()
         self._running = threading.Event()  # set = not paused
         self._running.set()
+        self._stop_after: int | None = None
 
     def stop(self) -> None:
         """Finish the current step, save a checkpoint and end the run as 'stopped'."""
         self._stop.set()
         self._running.set()  # a paused run must wake up to stop
+
+    def stop_after(self, step: int) -> None:
+        """Stop gracefully once `step` is finished (exact, unlike a stop sent when the GUI sees
+        the step: by then the engine may have begun the next one)."""
+        self._stop_after = step
 
     def pause(self) -> None:
         self._running.clear()
@@ -27,8 +33,12 @@ class TrainControl:
     def resume(self) -> None:
         self._running.set()
 
-    def should_stop(self) -> bool:
-        return self._stop.is_set()
+    def should_stop(self, finished_step: int | None = None) -> bool:
+        """True once a stop was requested, or `finished_step` reached the stop_after() step."""
+        if self._stop.is_set():
+            return True
+        target = self._stop_after
+        return finished_step is not None and target is not None and finished_step >= target
 
     @property
     def paused(self) -> bool:

@@ -1,9 +1,11 @@
 """Training prompts: load a dataset, split off a held-out set, build prompts, order batches.
 
 Sources (`DataConfig.source`):
-- arithmetic: the built-in multiplication problems (`engine.arithmetic`). When the difficulty has
-  fewer distinct problems than asked for (level 1 has 64), the sizes shrink to fit: at most a
-  fifth are held out, the rest train. `source_desc` says so.
+- arithmetic: the built-in multiplication problems (`engine.arithmetic`). From level 2 up the
+  held-out problems come from the level's `test` pool and the training problems from its `train`
+  pool, never from the `sft` pool the demo model was trained on. When a level or pool has fewer
+  problems than asked for (level 1 has 64), the sizes shrink to fit (level 1: at most a fifth
+  are held out, the rest train). `source_desc` says so.
 - file: .jsonl (one JSON object per line), .json (an array of objects, or JSON lines), .csv
   (header row first), .parquet, chosen by the file's extension.
 - disk: a folder written by `datasets`' `save_to_disk` (a Dataset, or a DatasetDict: `split`).
@@ -42,7 +44,13 @@ from typing import Any
 
 import numpy as np
 
-from grpo_desktop.engine.arithmetic import arithmetic_problems, arithmetic_splits, problem_count
+from grpo_desktop.engine.arithmetic import (
+    arithmetic_problems,
+    arithmetic_splits,
+    has_pools,
+    pool_size,
+    problem_count,
+)
 from grpo_desktop.engine.config import DataConfig
 from grpo_desktop.engine.data_sources import EVAL_SPLIT, Table, open_source
 from grpo_desktop.engine.errors import DataError, ModelError
@@ -255,12 +263,24 @@ def _load_arithmetic(cfg: DataConfig, seed: int) -> PromptData:
             f"{exc} Set 'Arithmetic difficulty' (data.arithmetic_difficulty)."
         ) from None
     eval_n, train_n, note = cfg.eval_size, cfg.arithmetic_size, ""
-    if eval_n + train_n > total:
+    if not has_pools(level) and eval_n + train_n > total:
         eval_n = min(eval_n, total // 5)
         train_n = min(train_n, total - eval_n)
         note = f" (difficulty {level} has only {total:,} distinct problems)"
     try:
-        train, held = arithmetic_splits(train_n, eval_n, level, seed)
+        try:
+            train, held = arithmetic_splits(train_n, eval_n, level, seed)
+        except ValueError:
+            if not has_pools(level):
+                raise
+            # More than a pool holds: take what it has (pool sizes are counted only when needed).
+            eval_cap, train_cap = pool_size(level, "test"), pool_size(level, "train")
+            eval_n, train_n = min(eval_n, eval_cap), min(train_n, train_cap)
+            note = (
+                f" (difficulty {level} sets aside {eval_cap:,} problems for held-out use and "
+                f"{train_cap:,} for training)"
+            )
+            train, held = arithmetic_splits(train_n, eval_n, level, seed)
     except ValueError as exc:
         raise DataError(f"{exc} Set 'Arithmetic problems' (data.arithmetic_size).") from None
     desc = (

@@ -2,7 +2,9 @@
 
 This side evaluation is what tells real progress from reward hacking: the training reward can rise
 while held-out accuracy does not. Used by the trainer (every N steps, at start and end) and by
-`grpo-desktop eval`.
+`grpo-desktop eval` (engine/eval_target.py). `sampled_format_rate` is the format rate of answers
+sampled at a temperature (1 by default): how often the model follows the format when it explores,
+which greedy decoding hides.
 """
 
 from __future__ import annotations
@@ -71,3 +73,29 @@ def evaluate(
         mean_length=sum(lengths) / max(len(lengths), 1),
         samples=samples,
     )
+
+
+def sampled_format_rate(
+    policy, examples: list[Example], cfg: TrainConfig, temperature: float = 1.0
+) -> float:
+    """Share of answers sampled at `temperature` (top-p 1) that follow the think/answer format.
+    Seed torch first for a repeatable number."""
+    r = cfg.rewards
+    formatted = 0.0
+    for start in range(0, len(examples), EVAL_BATCH):
+        batch = examples[start : start + EVAL_BATCH]
+        texts = [build_prompt(policy.tokenizer, ex.problem, cfg.data.system_prompt) for ex in batch]
+        ids, mask = tokenize_prompts(
+            policy.tokenizer, texts, cfg.data.max_prompt_length, policy.device
+        )
+        comps = generate_completions(
+            policy.model,
+            policy.tokenizer,
+            ids,
+            mask,
+            max_new_tokens=cfg.algorithm.max_completion_length,
+            temperature=temperature,
+            top_p=1.0,
+        )
+        formatted += sum(format_reward(comps.texts, think_tag=r.think_tag, answer_tag=r.answer_tag))
+    return formatted / max(len(examples), 1)

@@ -6,11 +6,20 @@ Llama, 32 rows × 128 tokens on 2 CPU cores: 4.2 s with `generate`, 0.6 s with t
 only what GRPO needs: temperature, top-p, greedy, EOS handling, and positions taken from the
 attention mask so left-padded rows are sampled exactly as the loss pass scores them.
 
+Two savings on GRPO's batches, where each prompt is repeated G times: the prompt of a group is
+prefilled once and its keys and values copied to the group's rows (`_prefill`), and with LoRA on
+float32 CPU weights `lora_merged` folds each adapter into its base weight for the decode, so every
+layer runs one matmul instead of three (the weights are restored exactly afterwards). Measured on
+the 3M benchmark model, 32 rows × 64 tokens, one thread: 0.53 → 0.40 CPU-s per generation.
+
 Models whose forward does not accept these arguments (some remote-code models) fall back to
 `generate` in rollout.py.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 import torch
 
@@ -46,20 +55,13 @@ def sample_tokens(
     device = prompt_ids.device
     attention = prompt_mask.clone()  # (N, P)
     positions = (attention.cumsum(dim=1) - 1).clamp(min=0)  # (N, P)
-    out = model(
-        input_ids=prompt_ids,
-        attention_mask=attention,
-        position_ids=positions,
-        use_cache=True,
-        logits_to_keep=1,
-    )
-    cache = out.past_key_values
+    last_logits, cache = _prefill(model, prompt_ids, attention, positions)  # (N, V)
     next_pos = positions[:, -1:] + 1  # (N, 1)
     finished = torch.zeros(N, dtype=torch.bool, device=device)  # (N,)
     ones = torch.ones(N, 1, dtype=attention.dtype, device=device)  # (N, 1)
     tokens = []
     for t in range(max_new_tokens):
-        logits = out.logits[:, -1, :].float()  # (N, V)
+        logits = last_logits.float()  # (N, V)
         if t < min_new_tokens:
             logits[:, eos_id] = float("-inf")
         if greedy:
@@ -85,5 +87,110 @@ def sample_tokens(
             use_cache=True,
         )
         cache = out.past_key_values
+        last_logits = out.logits[:, -1, :]  # (N, V)
         next_pos = next_pos + 1
     return torch.stack(tokens, dim=1)  # (N, C)
+
+
+def prompt_runs(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor):
+    """Rows repeating the row above (same prompt, as the G rows of a group): (first row of each
+    run (U,), run index of every row (N,)), or None when no row repeats."""
+    if prompt_ids.size(0) < 2:
+        return None
+    new = torch.ones(prompt_ids.size(0), dtype=torch.bool, device=prompt_ids.device)  # (N,)
+    same_ids = (prompt_ids[1:] == prompt_ids[:-1]).all(1)  # (N - 1,)
+    new[1:] = ~(same_ids & (prompt_mask[1:] == prompt_mask[:-1]).all(1))
+    if bool(new.all()):
+        return None
+    return torch.nonzero(new).squeeze(1), new.long().cumsum(0) - 1  # (U,), (N,)
+
+
+def _prefill(model, prompt_ids, attention, positions):
+    """Run the prompts, each distinct one once (a group's G rows share it), and copy its keys and
+    values to the rows that repeat it. Returns the last position's logits (N, V) and the cache."""
+    runs = prompt_runs(prompt_ids, attention)
+    if runs is not None:
+        first, owner = runs  # (U,), (N,)
+        out = model(
+            input_ids=prompt_ids[first],
+            attention_mask=attention[first],
+            position_ids=positions[first],
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        cache = out.past_key_values
+        if hasattr(cache, "batch_select_indices"):
+            cache.batch_select_indices(owner)  # (U, ...) -> (N, ...) per layer
+            return out.logits[owner, -1, :], cache
+    out = model(
+        input_ids=prompt_ids,
+        attention_mask=attention,
+        position_ids=positions,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    return out.logits[:, -1, :], out.past_key_values
+
+
+def _mergeable_lora_layers(model) -> list:
+    """The LoRA layers of a peft model when every one of them can be folded into a float32
+    nn.Linear on the CPU (one active adapter, no DoRA, no LoRA bias, not merged already); else [].
+    Not on GPUs: the merged copy of the weights would cost GPU memory, the scarce resource there."""
+    try:
+        from peft import PeftModel
+        from peft.tuners.lora import LoraLayer
+        from peft.tuners.tuners_utils import BaseTunerLayer
+    except ImportError:
+        return []
+    if not isinstance(model, PeftModel):
+        return []
+    layers = []
+    for module in model.modules():
+        if isinstance(module, LoraLayer):
+            layers.append(module)
+        elif (
+            isinstance(module, BaseTunerLayer)
+            or "ModulesToSave" in type(module).__name__
+            or "TrainableTokens" in type(module).__name__
+        ):
+            return []  # disabling adapters would also switch these off: not the same function
+    for layer in layers:
+        names = layer.active_adapters
+        name = names[0] if len(names) == 1 else None
+        if (
+            name is None
+            or name not in layer.lora_A
+            or type(layer.base_layer) is not torch.nn.Linear
+            or layer.base_layer.weight.dtype != torch.float32
+            or layer.base_layer.weight.device.type != "cpu"
+            or layer.merged
+            or layer.disable_adapters
+            or layer.use_dora.get(name, False)
+            or getattr(layer, "lora_bias", {}).get(name, False)
+        ):
+            return []
+    return layers
+
+
+@contextlib.contextmanager
+def lora_merged(model) -> Iterator[None]:
+    """For generation: each LoRA layer's base weight temporarily holds W + scale·B·A and the
+    adapters are off, so a decode step runs one matmul per layer instead of three. The original
+    weight tensors are put back on exit (exactly: no subtraction), also after an error. The same
+    function up to float32 rounding; models it cannot merge wholly run unchanged."""
+    layers = _mergeable_lora_layers(model)
+    if not layers:
+        yield
+        return
+    originals = []
+    try:
+        with torch.no_grad():
+            for layer in layers:
+                weight = layer.base_layer.weight
+                originals.append((weight, weight.data))
+                weight.data = weight.data + layer.get_delta_weight(layer.active_adapters[0])
+        with model.disable_adapter():
+            yield
+    finally:
+        for weight, data in originals:
+            weight.data = data

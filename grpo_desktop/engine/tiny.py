@@ -25,6 +25,7 @@ CHAT_TEMPLATE = (
 SIZES = {
     "micro": (64, 1, 2, 1, 128),  # ~20k params: unit tests
     "tiny": (64, 2, 2, 1, 192),  # ~0.1M params: end-to-end tests
+    "demo": (192, 4, 6, 2, 512),  # ~1.6M params: the built-in demo model (build_demo_model.py)
     "small": (256, 4, 8, 4, 688),  # ~3M params: benchmarks
     "medium": (512, 8, 8, 4, 1376),  # ~25M params: benchmarks
 }
@@ -49,8 +50,8 @@ def build_tokenizer():
     return tok
 
 
-def build_tiny_model(folder: str, size: str = "tiny", seed: int = 0, arch: str = "llama") -> str:
-    """Save a randomly initialised model of `size` plus the tokenizer into `folder`; return it."""
+def tiny_model(size: str = "tiny", seed: int = 0, arch: str = "llama"):
+    """(model, tokenizer): a randomly initialised model of `size`, in memory, float32."""
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 
@@ -74,6 +75,12 @@ def build_tiny_model(folder: str, size: str = "tiny", seed: int = 0, arch: str =
     model = AutoModelForCausalLM.from_config(config)
     model.generation_config.pad_token_id = tok.pad_token_id
     model.generation_config.eos_token_id = tok.eos_token_id
+    return model, tok
+
+
+def build_tiny_model(folder: str, size: str = "tiny", seed: int = 0, arch: str = "llama") -> str:
+    """Save a randomly initialised model of `size` plus the tokenizer into `folder`; return it."""
+    model, tok = tiny_model(size, seed, arch)
     os.makedirs(folder, exist_ok=True)
     model.save_pretrained(folder)
     tok.save_pretrained(folder)

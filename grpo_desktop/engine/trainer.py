@@ -227,7 +227,7 @@ class _Run:
         status = "completed"
         for step in range(start_step + 1, total + 1):
             control.wait_if_paused()
-            if control.should_stop():
+            if control.should_stop(step - 1):
                 status = "stopped"
                 break
             t0 = time.perf_counter()
@@ -253,7 +253,7 @@ class _Run:
             if step % cfg.run.checkpoint_every == 0 or due_time:
                 yield self._save(step, optimizer, scheduler)
                 last_ckpt_time, last_saved = time.time(), step
-            if control.should_stop() and step < total:
+            if control.should_stop(step) and step < total:
                 status = "stopped"
                 break
         step = state["step"]

@@ -21,6 +21,7 @@ h = RunHistory.from_events_file('runs/demo/events.jsonl'); print(h.last_step, h.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 from collections.abc import Iterable
@@ -46,6 +47,11 @@ METRIC_ORDER = (
     "completions/max_length",
     "completions/clipped_ratio",
 )
+
+
+# A history's epoch changes whenever steps it recorded are removed (a new run, a resumed run
+# redoing steps); unique across histories, so a view can key incremental caches on it.
+_EPOCHS = itertools.count(1)
 
 
 class _Columns:
@@ -86,6 +92,81 @@ class _Columns:
         return list(self._data)
 
 
+class _HeatMap:
+    """Every step's advantage histogram (bin centres and counts, one padded row per step) and
+    their shares re-binned onto one symmetric range, grown as steps arrive."""
+
+    def __init__(self) -> None:
+        self.seen = 0  # entries of RunHistory._hists already added
+        self.n = 0  # rows (steps that have a histogram)
+        self.steps = np.zeros(0)
+        self.centers = np.zeros((0, 1))  # (capacity, widest histogram)
+        self.counts = np.zeros((0, 1))
+        self.reach = np.zeros(0)  # largest |centre| of a bin with counts, per row
+        self.grid = np.zeros((0, 0))  # shares (capacity, bins); rows [0, gridded) are current
+        self.gridded, self.half, self.bins = 0, 0.0, 0
+        self.reached = -1.0  # the largest reach the grid's range was made for
+        self.version, self.result = -1, None
+
+    def add(self, steps: list[float], hists: list[tuple[list[float], list[int]]]) -> None:
+        """Append rows; histograms with the same number of bins are converted together."""
+        by_width: dict[int, list[int]] = {}
+        for j, (_, counts) in enumerate(hists):
+            by_width.setdefault(len(counts), []).append(j)
+        need = self.n + len(hists)
+        if need > len(self.steps) or max(by_width, default=0) > self.centers.shape[1]:
+            rows = max(64, 2 * len(self.steps), need)
+            self._grow(rows, max(max(by_width, default=0), self.centers.shape[1]))
+        for width, js in by_width.items():
+            e = np.array([hists[j][0] for j in js], dtype=float)  # (m, width + 1)
+            c = np.array([hists[j][1] for j in js], dtype=float)  # (m, width)
+            centers = (e[:, :-1] + e[:, 1:]) / 2
+            rows = self.n + np.array(js)
+            self.steps[rows] = np.asarray(steps, dtype=float)[js]
+            self.centers[rows], self.counts[rows] = 0.0, 0.0
+            self.centers[rows, :width], self.counts[rows, :width] = centers, c
+            self.reach[rows] = np.where(c > 0, np.abs(centers), 0.0).max(axis=1, initial=0.0)
+        self.n = need
+
+    def _grow(self, rows: int, width: int) -> None:
+        def grown(a: np.ndarray, shape: tuple) -> np.ndarray:
+            new = np.zeros(shape)
+            new[tuple(slice(0, s) for s in a.shape)] = a
+            return new
+
+        self.steps = grown(self.steps, (rows,))
+        self.reach = grown(self.reach, (rows,))
+        self.centers = grown(self.centers, (rows, width))
+        self.counts = grown(self.counts, (rows, width))
+
+    def shares(self, bins: int) -> tuple[np.ndarray, float, np.ndarray]:
+        needed = float(self.reach[self.gridded : self.n].max(initial=0.0))
+        if needed > self.reached or bins != self.bins:  # a wider range: re-bin every row
+            self.reached = float(self.reach[: self.n].max(initial=0.0))
+            widened = self.reached * (1 + 1 / bins)  # a margin of a bin
+            self.half = widened if self.reached >= 1e-3 else 1.0  # all 0: a readable scale
+            self.bins, self.gridded = bins, 0
+            self.grid = np.zeros((len(self.steps), bins))
+        if self.grid.shape[0] < self.n:
+            grid = np.zeros((len(self.steps), bins))
+            grid[: self.gridded] = self.grid[: self.gridded]
+            self.grid = grid
+        rows = slice(self.gridded, self.n)
+        self.grid[rows] = _rebin(self.centers[rows], self.counts[rows], self.half, bins)
+        self.gridded = self.n
+        return self.steps[: self.n], self.half, self.grid[: self.n]
+
+
+def _rebin(centers: np.ndarray, counts: np.ndarray, half: float, bins: int) -> np.ndarray:
+    """Shares (rows, bins) of each row's counts on [-half, half], bin by bin centre."""
+    rows = len(centers)
+    idx = np.clip(((centers + half) / (2 * half) * bins).astype(int), 0, bins - 1)  # (rows, W)
+    flat = (np.arange(rows)[:, None] * bins + idx).ravel()
+    grid = np.bincount(flat, weights=counts.ravel(), minlength=rows * bins).reshape(rows, bins)
+    totals = grid.sum(axis=1, keepdims=True)
+    return np.divide(grid, totals, out=np.zeros_like(grid), where=totals > 0)
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -111,9 +192,9 @@ class RunHistory:
         self.checkpoints: list[dict] = []
         self.version = 0  # bumped on every change; views redraw when it moved
         self.rollouts.clear()
-        self._heatmap_cache: tuple[int, tuple] | None = None
-        self._heat_rows: list[tuple[int, np.ndarray]] = []  # (row index, shares) per histogram
-        self._heat_half, self._heat_bins = 0.0, 0
+        self._heat = _HeatMap()
+        self._eval_cache: tuple[list, tuple] | None = None  # (the evals list it was made from, ...)
+        self.epoch = next(_EPOCHS)
 
     # ------------------------------------------------------------------ writing
 
@@ -179,6 +260,8 @@ class RunHistory:
         self.logs = [e for e in self.logs if e.get("step", 0) <= step]
         self.checkpoints = [e for e in self.checkpoints if e["step"] <= step]
         self.rollouts.truncate_after(step)
+        self._heat = _HeatMap()
+        self.epoch = next(_EPOCHS)
         self.version += 1
 
     # ------------------------------------------------------------------ reading
@@ -214,13 +297,19 @@ class RunHistory:
         return None if math.isnan(value) else float(value)
 
     def eval_series(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(steps, accuracy, format rate) of the held-out evaluations."""
+        """(steps, accuracy, format rate) of the held-out evaluations (cached until they change;
+        do not modify the arrays)."""
+        cached = self._eval_cache
+        if cached is not None and cached[0] is self.evals:
+            return cached[1]
         ev = sorted(self.evals, key=lambda e: e["step"])
-        return (
+        result = (
             np.array([e["step"] for e in ev], dtype=float),
             np.array([_number(e.get("accuracy")) or 0.0 for e in ev], dtype=float),
             np.array([_number(e.get("format_rate")) or 0.0 for e in ev], dtype=float),
         )
+        self._eval_cache = (self.evals, result)
+        return result
 
     def latest_histogram(self) -> tuple[list[float], list[int]] | None:
         return next((h for h in reversed(self._hists) if h is not None), None)
@@ -249,54 +338,21 @@ class RunHistory:
         """(steps, half-range R, shares (n_steps, bins)): each step's advantage histogram re-binned
         onto [-R, R], R the largest |advantage| bin centre seen, as shares of that step's rollouts.
 
-        Incremental: only steps added since the last call are re-binned, unless R had to grow."""
-        cache = self._heatmap_cache
-        if cache is not None and cache[0] == self.version:
-            return cache[1]
-        present = [i for i, h in enumerate(self._hists) if h is not None]
-        if not present:
-            return None
-        rows, half = self._heat_rows, self._heat_half
-        if len(rows) > len(present) or (rows and rows[-1][0] not in present):
-            rows, half = [], 0.0  # the history was truncated: start over
-        new = present[len(rows) :]
-        needed = max((self._max_center(i) for i in new), default=0.0)
-        if needed > half or bins != self._heat_bins:
-            half = max(needed, max((self._max_center(i) for i in present), default=0.0))
-            half = half * (1 + 1 / bins) if half >= 1e-3 else 1.0  # all zero: a readable scale
-            rows, new = [], present
-        rows = rows + list(zip(new, self._rebin(new, half, bins)))
-        self._heat_rows, self._heat_half, self._heat_bins = rows, half, bins
-        steps = self._cols.get("step")[[i for i, _ in rows]]
-        result = (steps, half, np.vstack([r for _, r in rows]))
-        self._heatmap_cache = (self.version, result)
-        return result
-
-    def _max_center(self, i: int) -> float:
-        edges, counts = self._hists[i]
-        e = np.asarray(edges, dtype=float)
-        centers = (e[:-1] + e[1:]) / 2
-        used = np.asarray(counts) > 0
-        return float(np.abs(centers[used]).max()) if used.any() else 0.0
-
-    def _rebin(self, indices: list[int], half: float, bins: int) -> np.ndarray:
-        """Shares (len(indices), bins) of each histogram's counts on [-half, half] (vectorised)."""
-        if not indices:
-            return np.zeros((0, bins))
-        width = max(len(self._hists[i][1]) for i in indices)
-        centers = np.zeros((len(indices), width))
-        counts = np.zeros((len(indices), width))
-        for row, i in enumerate(indices):
-            edges, cnt = self._hists[i]
-            e = np.asarray(edges, dtype=float)
-            centers[row, : len(cnt)] = (e[:-1] + e[1:]) / 2
-            counts[row, : len(cnt)] = cnt
-        idx = np.clip(((centers + half) / (2 * half) * bins).astype(int), 0, bins - 1)
-        grid = np.zeros((len(indices), bins))
-        rows = np.repeat(np.arange(len(indices)), width)
-        np.add.at(grid, (rows, idx.ravel()), counts.ravel())
-        totals = grid.sum(axis=1, keepdims=True)
-        return np.divide(grid, totals, out=np.zeros_like(grid), where=totals > 0)
+        Incremental: only steps added since the last call are re-binned, unless R had to grow
+        (then every row is, in one vectorised pass). The arrays returned are views: read them
+        before the next append."""
+        heat = self._heat
+        if heat.result is not None and heat.version == self.version and heat.bins == bins:
+            return heat.result
+        steps, rows = self._cols.get("step"), heat.n
+        new = [i for i in range(heat.seen, len(self._hists)) if self._hists[i] is not None]
+        if new:
+            heat.add(steps[new].tolist(), [self._hists[i] for i in new])
+        heat.seen = len(self._hists)
+        heat.version = self.version
+        if heat.result is None or heat.n != rows or heat.bins != bins:  # else: the same object
+            heat.result = heat.shares(bins) if heat.n else None
+        return heat.result
 
     # ------------------------------------------------------------------ files
 

@@ -71,6 +71,7 @@ class RolloutStore:
             self._rows_in_memory -= len(self._memory.pop(s))
         self._known_steps = {s for s in self._known_steps if s <= step}
         self._index = {s: o for s, o in self._index.items() if s <= step}
+        self._scanned = 0  # the engine may have rewritten the file shorter: index it afresh
         self._cache = None
 
     def clear(self) -> None:

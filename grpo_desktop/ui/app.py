@@ -1,12 +1,15 @@
 """Application entry: create the QApplication and the main window; the scripted mode for smoke checks.
 
     grpo-desktop                                   the window on the built-in demo
+    grpo-desktop open my-run.grpo                  the window on a saved session
     grpo-desktop --config my.json                  the window on saved settings
     grpo-desktop --demo --autostart --quit-after-steps 3 --screenshot shot.png
 
-Scripted mode starts the run at once, stops it gracefully after N steps, saves a screenshot of
-the window once the run has ended, and quits with 0 (1 when the run failed, 2 when it could not
-start). Startup imports no torch: the engine loads in the training thread.
+A plain launch offers to reopen the sessions of windows that crashed. Scripted mode starts the
+run at once, stops it gracefully after N steps, saves a screenshot of the window once the run has
+ended, and quits with 0 (1 when the run failed, 2 when it could not start); it asks nothing
+(unsaved changes are discarded, checker code not trusted before stays off, no crash
+recovery). Startup imports no torch: the engine loads in the training thread.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import sys
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
+from grpo_desktop.ui.session_dialogs import DISCARD
 from grpo_desktop.ui.worker import FAILED, FINAL_STATES
 
 # The training thread runs Python code most of the time (sampling small models is dominated by
@@ -34,6 +38,7 @@ class ScriptedRun(QObject):
         self.window, self.app = window, app
         self.quit_after, self.screenshot = quit_after, screenshot
         self.exit_code = 0
+        window.session.ask_save_changes = lambda _name: DISCARD  # a smoke check asks nothing
         model = window.model
         model.step_finished.connect(self._on_model_step_finished)
         model.state_changed.connect(self._on_model_state_changed)
@@ -43,7 +48,10 @@ class ScriptedRun(QObject):
             QTimer.singleShot(500, self._finish)
 
     def _start(self) -> None:
-        if not self.window.start_run():
+        started = self.window.start_run()
+        if started and self.quit_after is not None:
+            self.window.model.runner.stop_after(self.quit_after)
+        if not started:
             print(
                 f"grpo-desktop: could not start: {self.window.message_bar.message()}",
                 file=sys.stderr,
@@ -74,8 +82,9 @@ class ScriptedRun(QObject):
         self.app.exit(self.exit_code)
 
 
-def create_main_window(demo: bool = True, **kwargs):
-    """The main window on the built-in demo's settings (a QApplication must exist)."""
+def create_main_window(demo: bool = True, config=None, **kwargs):
+    """The main window on `config` (default: the built-in demo's settings) in a new untitled
+    session, or on `session=PATH` (a QApplication must exist)."""
     from grpo_desktop.engine.demo import demo_config
     from grpo_desktop.ui.main_window import MainWindow
 
@@ -83,30 +92,52 @@ def create_main_window(demo: bool = True, **kwargs):
     if app is not None and not app.applicationName().startswith("GRPO"):
         app.setApplicationName("GRPO Desktop")
         app.setOrganizationName("GRPO Desktop")
-    return MainWindow(demo_config(), **kwargs)
+    return MainWindow(config or demo_config(), **kwargs)
 
 
 def run_app(
     config_path: str | None = None,
     *,
+    session_path: str | None = None,
     demo: bool = True,
     autostart: bool = False,
     quit_after_steps: int | None = None,
     screenshot: str | None = None,
 ) -> int:
-    """Open the window (on the demo, or on the settings in `config_path`) and run the app."""
+    """Open the window (on the demo, the settings in `config_path` or the session folder
+    `session_path`) and run the app."""
+    from grpo_desktop.engine.config import ConfigError, load_config
+
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     app = QApplication.instance() or QApplication(sys.argv)
     app.setApplicationName("GRPO Desktop")
     app.setOrganizationName("GRPO Desktop")
-    window = create_main_window(demo)
-    if config_path and not window.open_config(config_path):
+    scripted = autostart or quit_after_steps is not None or bool(screenshot)
+    config, problem = None, ""
+    if config_path:
+        try:
+            config = load_config(config_path)
+        except ConfigError as exc:
+            problem = str(exc)
+            print(f"grpo-desktop: {problem}", file=sys.stderr)
+            if autostart:
+                return 2
+    window = create_main_window(demo, config)
+    if scripted:  # never wait on a question: untrusted checker code stays off (start fails, 2)
+        window.session.ask_trust = lambda _source, _origin: False
+    if problem:
+        window.show_message("error", problem)
+    elif config_path:
+        window.session.check_trust(config_path)
+    if session_path and not window.session.open_session(session_path):
         print(f"grpo-desktop: {window.message_bar.message()}", file=sys.stderr)
         if autostart:
             return 2
     if screenshot:
         window.reset_layout()  # a reproducible picture, whatever layout the user saved
     window.show()
+    if not scripted and not session_path:
+        QTimer.singleShot(0, window.session.offer_crash_recovery)
     script = ScriptedRun(window, app, autostart, quit_after_steps, screenshot)
     code = app.exec()
     return script.exit_code or code

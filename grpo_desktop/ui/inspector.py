@@ -11,7 +11,9 @@ Memory stays bounded: the table mirrors the session's rollout store (the newest 
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+import time
+
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -32,6 +34,7 @@ from grpo_desktop.ui.rollout_detail import rollout_html
 from grpo_desktop.ui.rollout_table import ROW_ROLE, RolloutFilters, RolloutTableModel
 
 LATEST, ALL, ONE = "latest", "all", "one"
+FILL_SLICE_S = 0.04  # after opening a session, add older steps' rows this long per tick
 SIGNS = (
     ("", "Any advantage"),
     ("+", "Pushed up (A > 0)"),
@@ -50,10 +53,12 @@ class InspectorView(QWidget):
     def __init__(self, model, parent: QWidget | None = None):
         super().__init__(parent)
         self.model = model
-        self.store = model.history.rollouts
         self.table_model = RolloutTableModel(self)
         self.filters = RolloutFilters(self.table_model, self)
         self._paged_step: int | None = None
+        self._pending: list[int] = []  # steps in memory still to add after a reload, oldest first
+        self._fill_timer = QTimer(self, interval=0)
+        self._fill_timer.timeout.connect(self._on_fill_timer_timeout)
 
         self.mode_box = QComboBox()
         self.mode_box.addItem("Latest step", LATEST)
@@ -114,6 +119,7 @@ class InspectorView(QWidget):
         self.search.textChanged.connect(self.filters.set_text)
         self.table.selectionModel().currentRowChanged.connect(self._on_table_current_changed)
         model.run_started.connect(self._on_model_run_started)
+        model.session_replaced.connect(self._on_model_session_replaced)
         model.rollouts_added.connect(self._on_model_rollouts_added)
         model.step_focused.connect(self.show_step)
         self._configure_columns()
@@ -122,11 +128,50 @@ class InspectorView(QWidget):
 
     # ------------------------------------------------------------------ data
 
+    @property
+    def store(self):
+        """The session's rollouts (another object once another session is opened)."""
+        return self.model.history.rollouts
+
     def _on_model_run_started(self, _event) -> None:
+        self._reload()  # a new run starts empty; a resumed one keeps the steps before it
+
+    def _on_model_session_replaced(self) -> None:
+        self._reload()
+        self._apply_filters()
+
+    def _reload(self) -> None:
+        """Rebuild the table from the rollouts the store holds in memory: the newest step at
+        once, older ones in slices from a timer (20,000 rows take seconds to build)."""
         self.table_model.reset()
         self._paged_step = None
         self.detail.setHtml(EMPTY_DETAIL)
+        items = self.store.memory_items()
+        self._pending = [step for step, _ in items[:-1]]
+        if items:
+            self.table_model.add_step(*items[-1])
+        self._configure_columns()
         self._update_limit_label()
+        if self._pending:
+            self._fill_timer.start()
+
+    @property
+    def filling(self) -> bool:
+        """Whether older steps are still being added to the table after a reload."""
+        return bool(self._pending)
+
+    def _on_fill_timer_timeout(self) -> None:
+        t0 = time.perf_counter()
+        while self._pending and time.perf_counter() - t0 < FILL_SLICE_S:
+            self._add_pending(self._pending[-1])  # newest first
+        if not self._pending:
+            self._fill_timer.stop()
+
+    def _add_pending(self, step: int) -> None:
+        self._pending.remove(step)
+        rows = self.store.get(step) if self.store.in_memory(step) else None
+        if rows and not self.table_model.has_step(step):
+            self.table_model.add_step(step, rows)
 
     def _on_model_rollouts_added(self, step: int, dropped: list) -> None:
         for old in dropped:
@@ -210,6 +255,8 @@ class InspectorView(QWidget):
         self._apply_filters()
 
     def _page_in(self, step: int) -> None:
+        if step in self._pending:  # kept in memory, not added yet after a reload
+            self._add_pending(step)
         if self.table_model.has_step(step):
             return
         if self._paged_step is not None:

@@ -24,6 +24,7 @@ class LogView(QPlainTextEdit):
             "learning (or why it is not), warnings and checkpoints."
         )
         model.run_started.connect(self._on_model_run_started)
+        model.session_replaced.connect(self._on_model_session_replaced)
         model.log_added.connect(self._on_model_log_added)
         model.eval_finished.connect(self._on_model_eval_finished)
         model.checkpoint_saved.connect(self._on_model_checkpoint_saved)
@@ -42,6 +43,14 @@ class LogView(QPlainTextEdit):
         self.add(f"{what} training {e.model} on {e.device} ({params}), {e.total_steps} steps.")
         if self.model.run_dir:
             self.add(f"Saving events and checkpoints to {self.model.run_dir}")
+
+    def _on_model_session_replaced(self) -> None:
+        self.clear()
+        doc, h = self.model.doc, self.model.history
+        text = f"Opened the session {doc.name} ({doc.path})"
+        if h.num_steps:
+            text += f": {h.num_steps} steps of history read back from its run folder"
+        self.add(text + ".")
 
     def _on_model_log_added(self, e) -> None:
         kind = "warning" if e.level == "warning" else "info"

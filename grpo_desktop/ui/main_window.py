@@ -3,10 +3,12 @@ the run log below, run controls on top and the device, memory and run state in t
 
 Everything talks through the `SessionModel`: panels edit its config, the run controls start and
 stop its runner, plots and the inspector redraw from its history. The window itself only lays
-things out, shows messages (a message bar, never a raw traceback), remembers the layout in
-QSettings, and on close during a run asks, stops the worker and waits for it without freezing.
+things out, shows messages (a message bar, never a raw traceback), decides what Start means
+(continue the session's run, or start over after asking), remembers the layout in QSettings,
+and on close asks about a run in progress and unsaved changes, then stops the worker and waits
+for it without freezing. Files, the title, autosave and crash recovery: `SessionController`.
 
-Try it:  grpo-desktop   (or: python -m grpo_desktop --demo)
+Try it:  grpo-desktop   (or: grpo-desktop open my-run.grpo)
 """
 
 from __future__ import annotations
@@ -14,10 +16,9 @@ from __future__ import annotations
 import os
 import tempfile
 
-from PySide6.QtCore import QSettings, QStandardPaths, Qt, QTimer, Signal
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QDockWidget,
-    QFileDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -28,7 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.engine.config import ConfigError, TrainConfig, load_config
+from grpo_desktop.engine.config import TrainConfig
+from grpo_desktop.session.document import SessionDocument, new_session
 from grpo_desktop.ui.inspector import InspectorView
 from grpo_desktop.ui.log_view import LogView
 from grpo_desktop.ui.panels.dataset_panel import DatasetPanel
@@ -36,8 +38,11 @@ from grpo_desktop.ui.panels.hyper_panel import HyperPanel
 from grpo_desktop.ui.panels.model_panel import ModelPanel
 from grpo_desktop.ui.panels.reward_panel import RewardPanel
 from grpo_desktop.ui.plots import PlotsView
+from grpo_desktop.ui.resume_banner import ResumeBanner
 from grpo_desktop.ui.run_controls import RunControls
-from grpo_desktop.ui.session_model import SessionModel
+from grpo_desktop.ui.session_controller import SessionController, untitled_document
+from grpo_desktop.ui.session_dialogs import CANCEL, NEW_SESSION
+from grpo_desktop.ui.session_model import UNTRUSTED_CHECKER, SessionModel
 from grpo_desktop.ui.system_info import DeviceProbe, describe_device, memory_in_use
 from grpo_desktop.ui.tasks import wait_for_all
 from grpo_desktop.ui.widgets import MessageBar
@@ -47,10 +52,14 @@ LAYOUT_VERSION = 1
 DEFAULT_SIZE = (1400, 900)
 
 
-def default_runs_dir() -> str:
-    """~/.local/share/grpo-desktop/runs (or the platform's equivalent)."""
-    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.GenericDataLocation)
-    return os.path.join(base or tempfile.gettempdir(), "grpo-desktop", "runs")
+def _first_document(config: TrainConfig) -> SessionDocument:
+    """The untitled session a window starts with (in a temporary folder if the user's data
+    folder cannot be written)."""
+    try:
+        return untitled_document(config)
+    except OSError:
+        folder = tempfile.mkdtemp(prefix="grpo-desktop-")
+        return new_session(os.path.join(folder, "Untitled.grpo"), config, name="Untitled")
 
 
 class MainWindow(QMainWindow):
@@ -61,16 +70,16 @@ class MainWindow(QMainWindow):
         config: TrainConfig,
         train_fn=default_train_fn,
         *,
-        runs_dir: str | None = None,
+        session: str | None = None,
         settings: QSettings | None = None,
         probe_device: bool = True,
         max_rollout_rows: int | None = None,
     ):
+        """A window on a new untitled session holding `config`, or on the session folder
+        `session` (when it cannot be opened the message shows over the untitled one)."""
         super().__init__()
         extra = {} if max_rollout_rows is None else {"max_rollout_rows": max_rollout_rows}
-        self.model = SessionModel(
-            config, train_fn, runs_dir or default_runs_dir(), parent=self, **extra
-        )
+        self.model = SessionModel(_first_document(config), train_fn, parent=self, **extra)
         self.settings = settings or QSettings()
         self._close_when_stopped = False
         self.setWindowTitle("GRPO Desktop")
@@ -87,6 +96,7 @@ class MainWindow(QMainWindow):
         col = QVBoxLayout(central)
         col.setContentsMargins(4, 4, 4, 0)
         col.addWidget(self.message_bar)
+        self._central_column = col
         col.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
 
@@ -126,6 +136,11 @@ class MainWindow(QMainWindow):
         self.run_summary.setContentsMargins(12, 0, 0, 0)
         toolbar.addWidget(self.run_summary)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, toolbar)
+        self.resume_banner = ResumeBanner(
+            self.model, self.controls.start_action, self.controls.start_over_action
+        )
+        self._central_column.insertWidget(1, self.resume_banner)
+        self.session = SessionController(self, self.settings)
         self.state_label = QLabel()
         self.device_label = QLabel("Checking the device…")
         self.memory_label = QLabel()
@@ -137,6 +152,7 @@ class MainWindow(QMainWindow):
         self._build_menus()
 
         self.controls.start_requested.connect(self.start_run)
+        self.controls.start_over_requested.connect(self.start_over)
         self.model.state_changed.connect(self._on_model_state_changed)
         self.model.run_started.connect(self._on_model_run_started)
         self.model.step_finished.connect(self._on_model_step_finished)
@@ -147,6 +163,7 @@ class MainWindow(QMainWindow):
         self.model.step_focused.connect(self._on_model_step_focused)
         self.model.device_info_changed.connect(self._on_model_device_info_changed)
         self.model.config_changed.connect(self._on_model_config_changed)
+        self.model.session_replaced.connect(self._on_model_session_replaced)
         self.message_bar.details_requested.connect(self._on_message_bar_details_requested)
         self.memory_timer = QTimer(self, interval=2000)
         self.memory_timer.timeout.connect(self._on_memory_timer_timeout)
@@ -161,6 +178,8 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.docks["log"]], [120], Qt.Orientation.Vertical)
         self._restore_layout()
         self._on_model_state_changed(self.model.state)
+        if session:
+            self.session.open_session(session)
 
     def _dock(
         self, name: str, title: str, widget: QWidget, area, scroll: bool = True
@@ -187,15 +206,15 @@ class MainWindow(QMainWindow):
     def _build_menus(self) -> None:
         bar = self.menuBar()
         file_menu = bar.addMenu("&File")
-        file_menu.addAction("Open settings…", self.open_config_dialog)
-        file_menu.addAction("Save settings as…", self.save_config_dialog)
-        file_menu.addSeparator()
-        file_menu.addAction("Export history as CSV…", lambda: self.plots.export_history_csv())
+        self.session.fill_menu(file_menu)
+        file_menu.addAction("Export History as CSV…", lambda: self.plots.export_history_csv())
         file_menu.addSeparator()
         quit_action = file_menu.addAction("Quit", self.close)
         quit_action.setShortcut("Ctrl+Q")
         run_menu = bar.addMenu("&Run")
         run_menu.addActions(self.controls.actions())
+        run_menu.addSeparator()
+        run_menu.addAction(self.controls.start_over_action)
         view = bar.addMenu("&View")
         for dock in self.docks.values():
             view.addAction(dock.toggleViewAction())
@@ -209,13 +228,25 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ run
 
-    def start_run(self) -> bool:
-        """Start training with the current settings; shows why when it cannot."""
+    def start_run(self, fresh: bool = False) -> bool:
+        """Start training: continue the session's run when it can be continued (unless `fresh`),
+        else start from step 0 — asking first when that would replace a run. Shows why not."""
         if self.model.running:
             return False
-        if not self._checker_trusted():
+        if not self.model.checker_trusted():
+            self.show_message("error", UNTRUSTED_CHECKER)
+            self.docks["reward"].show()
+            self.docks["reward"].raise_()
             return False
-        problems = self.model.start()
+        resume = not fresh and self.model.can_continue()
+        state = self.model.run_state()
+        if not resume and state.has_steps:
+            answer = self.session.ask_start_over(state.last_step)
+            if answer == CANCEL:
+                return False
+            if answer == NEW_SESSION and not self.session.new_session():
+                return False
+        problems = self.model.start(resume=resume)
         if problems:
             self.show_message(
                 "error", "Fix these settings before starting:\n• " + "\n• ".join(problems)
@@ -226,20 +257,9 @@ class MainWindow(QMainWindow):
             self.show_message("warning", text)
         return True
 
-    def _checker_trusted(self) -> bool:
-        source = self.model.config.rewards.custom_checker
-        if not source.strip() or source != getattr(self, "_untrusted_checker", None):
-            return True
-        answer = QMessageBox.question(
-            self,
-            "Run this checker code?",
-            "These settings came from a file and include Python checker code. It runs on this "
-            "computer with your permissions. Run it only if you trust where the file came from.",
-        )
-        if answer == QMessageBox.StandardButton.Yes:
-            self._untrusted_checker = None
-            return True
-        return False
+    def start_over(self) -> bool:
+        """Train again from step 0 (asks before replacing the session's run)."""
+        return self.start_run(fresh=True)
 
     def show_message(self, kind: str, text: str, details: str = "") -> None:
         if kind == "warning" and self.message_bar.kind == "error":
@@ -256,6 +276,11 @@ class MainWindow(QMainWindow):
     def _on_model_run_started(self, event) -> None:
         self.device_label.setText(f"Training on {event.device}")
         self.run_summary.setText(_short_model_name(event.model))
+        self.state_label.setText(self.controls.state_text())
+
+    def _on_model_session_replaced(self) -> None:
+        run = self.model.history.run
+        self.run_summary.setText(_short_model_name(run.get("model", "")) if run else "")
         self.state_label.setText(self.controls.state_text())
 
     def _on_model_step_finished(self, *_args) -> None:
@@ -313,28 +338,8 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ files
 
     def open_config(self, path: str) -> bool:
-        try:
-            config = load_config(path)
-        except ConfigError as exc:
-            self.show_message("error", str(exc))
-            return False
-        self._untrusted_checker = config.rewards.custom_checker or None
-        self.model.set_config(config)
-        self.setWindowTitle(f"GRPO Desktop — {os.path.basename(path)}")
-        return True
-
-    def open_config_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open settings", "", "Settings (*.json)")
-        if path:
-            self.open_config(path)
-
-    def save_config_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(
-            self, "Save settings", "grpo-settings.json", "Settings (*.json)"
-        )
-        if path:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(self.model.config.to_json())
+        """Import the settings in a JSON file (asks before its checker code may run)."""
+        return self.session.open_config(path)
 
     # ------------------------------------------------------------------ layout and closing
 
@@ -394,11 +399,17 @@ class MainWindow(QMainWindow):
                 self.setEnabled(False)
             event.ignore()
             return
+        self.setEnabled(True)
+        self._close_when_stopped = False
+        if not self.session.maybe_save_changes():
+            event.ignore()
+            return
         self.model.runner.wait()
         self.probe.stop()
         self.memory_timer.stop()
         self.plots.timer.stop()
         self.save_layout()
+        self.session.window_closed()
         wait_for_all()
         event.accept()
         self.closed.emit()

@@ -1,22 +1,36 @@
-"""Building blocks of the live plots: colours, EMA smoothing with a cache, and one step plot.
+"""Building blocks of the live plots: colours, EMA smoothing with a cache, one step plot, and
+what keeps a repaint cheap.
 
 `StepPlot` wraps a pyqtgraph PlotItem whose x axis is the training step: it holds one
 PlotDataItem per series and optional bands (a FillBetweenItem between two hidden curves), reads
-its data from a `RunHistory` and redraws with `setData` only when asked (the view's timer).
-`Smoother` applies TensorBoard-style debiased exponential smoothing, computing only the points
-added since the last redraw.
+its data from a `RunHistory` and redraws with `setData` only when asked (the view's timer) and
+only the curves whose data, smoothing, visible window or width changed (`Curve`). What a curve
+draws is decimated to one or two min/max buckets per pixel (`plot_decimate`), kept
+incrementally, so a redraw costs about the same with 1,000 or 100,000 steps; pyqtgraph's own
+per-call downsampling and clipping are off. `Smoother` applies TensorBoard-style debiased
+exponential smoothing, computing only the points added since the last redraw.
+
+Paint speed, measured with 10,000 steps (bench/gui_latency.py): `ClippedAxis` paints its grid
+with a clip rectangle (Qt draws lines far faster with one), `cache_static` keeps axes and titles
+as pixmaps (`uncached` turns that off for exports), `follow_range` moves the x range in jumps so
+the axes are not laid out again at every step, and `Curve._draw` drops antialiasing, dashes and
+wide pens where a curve is too dense to show them.
 
 No Qt widgets here beyond pyqtgraph items; the layout is in plots.py.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene
+
+from grpo_desktop.ui.plot_decimate import MinMaxDecimator, ema
 
 PALETTE = {
     "blue": "#1f6fd1",
@@ -44,11 +58,14 @@ def brush(color: str, alpha: int = 50) -> pg.QtGui.QBrush:
 
 
 class Smoother:
-    """Debiased EMA per series, extended incrementally; NaN inputs stay NaN (gaps)."""
+    """Debiased EMA per series, extended incrementally; NaN inputs stay NaN (gaps).
+
+    `source` names what the values come from (the history's epoch): when it changes, or the
+    series got shorter, that series is smoothed again from its start."""
 
     def __init__(self) -> None:
         self.weight = 0.0
-        self._cache: dict[str, tuple[int, float, float, list[float]]] = {}
+        self._cache: dict[str, tuple[Hashable, int, float, int, np.ndarray]] = {}
 
     def set_weight(self, weight: float) -> None:
         if weight != self.weight:
@@ -58,23 +75,116 @@ class Smoother:
     def reset(self) -> None:
         self._cache.clear()
 
-    def __call__(self, key: str, y: np.ndarray) -> np.ndarray:
+    def __call__(self, key: str, y: np.ndarray, source: Hashable = None) -> np.ndarray:
         w = self.weight
         if w <= 0 or len(y) == 0:
             return y
-        done, state, norm, out = self._cache.get(key, (0, 0.0, 0.0, []))
-        if done > len(y):  # the history was truncated: start over
-            done, state, norm, out = 0, 0.0, 0.0, []
-        values = y[done:].tolist()
-        for v in values:
-            if math.isnan(v):
-                out.append(math.nan)
-                continue
-            state = w * state + (1 - w) * v
-            norm = w * norm + (1 - w)
-            out.append(state / norm)
-        self._cache[key] = (len(y), state, norm, out)
-        return np.asarray(out, dtype=float)
+        cached = self._cache.get(key)
+        if cached is None or cached[0] != source or cached[1] > len(y):
+            cached = (source, 0, 0.0, 0, np.zeros(0))
+        _, done, state, count, out = cached
+        if len(y) > done:
+            new, state, count = ema(y[done:], w, state, count)
+            if len(y) > len(out):  # grow the buffer geometrically: appends stay O(new points)
+                grown = np.empty(max(len(y), 2 * len(out), 64))
+                grown[:done] = out[:done]
+                out = grown
+            out[done : len(y)] = new
+        self._cache[key] = (source, len(y), state, count, out)
+        return out[: len(y)]
+
+
+def steps_version(history) -> Hashable:
+    """What a per-step series' data depends on besides the epoch: the number of steps."""
+    return history.num_steps
+
+
+@dataclass
+class Curve:
+    """One PlotDataItem fed from the history: source → smoothing → decimation → setData, done
+    again only when the key (source, data version, width, visible window) moved."""
+
+    item: pg.PlotDataItem
+    get: Callable  # history -> (x, y), x ascending
+    smooth_key: str = ""  # "" = never smoothed
+    version: Callable = steps_version  # history -> value that changes when the data does
+    append_only: bool = True  # False: any data change redraws from scratch (held-out results)
+    finite_only: bool = False  # drop NaN points (band edges: a fill cannot have gaps)
+    decimator: MinMaxDecimator = field(default_factory=MinMaxDecimator)
+    drawn: tuple[np.ndarray, np.ndarray] | None = None  # what setData last got
+    style: Qt.PenStyle = Qt.PenStyle.SolidLine  # the pen asked for (drawn so when sparse)
+    pen_width: float | None = None
+    _thin: bool = False
+    _source: tuple | None = None
+    _key: tuple | None = None
+
+    def clear(self) -> None:
+        self.item.setData([], [])
+        self.decimator.reset()
+        self.drawn = self._source = self._key = None
+
+    def update(self, history, smoother: Smoother, width: int, x_range=None) -> bool:
+        """Redraw if anything it depends on changed; True when it did."""
+        x, y = self.get(history)
+        version = self.version(history)
+        weight = smoother.weight if self.smooth_key else 0.0
+        source = (history.epoch, weight) + (() if self.append_only else (version,))
+        if source != self._source:
+            self.decimator.reset()
+            self._source = source
+        window = None
+        if x_range is not None and len(x):
+            i0 = max(0, int(np.searchsorted(x, x_range[0])) - 1)  # one point beyond each edge
+            i1 = min(len(x), int(np.searchsorted(x, x_range[1], side="right")) + 1)
+            window = None if (i0, i1) == (0, len(x)) else (i0, i1)
+        key = (source, version, width, window)
+        if key == self._key:
+            return False
+        if self.smooth_key:
+            y = smoother(self.smooth_key, y, history.epoch)
+        xd, yd = self.decimator(x, y, width, window)
+        if self.finite_only:
+            keep = np.isfinite(yd)
+            xd, yd = xd[keep], yd[keep]
+        self.drawn, self._key = (xd, yd), key
+        self._draw(xd, yd, width)
+        return True
+
+    def _draw(self, x: np.ndarray, y: np.ndarray, width: int) -> None:
+        """setData, with antialiasing, the dash pattern and the pen's width only where they show.
+
+        A sparse curve (at least 1 / ANTIALIAS_MAX_PER_PIXEL pixels per point) is drawn as
+        designed. A denser one is drawn without antialiasing or dashes (invisible there), and,
+        when it is a scribble (noisy data: its strokes climb more than SCRIBBLE_TRAVEL times the
+        plot's width in total), with a 1 px pen: its one-pixel columns then fill the same band a
+        wide pen fills. Measured with 10,000 steps, antialiasing costs 15–25 ms per repaint for
+        the 14 curves, the dashes of the three reward parts 4 ms, wide pens on scribbles 4 ms."""
+        pen = self.item.opts["pen"]
+        sparse = len(x) <= ANTIALIAS_MAX_PER_PIXEL * width
+        if pen is not None:
+            if self.pen_width is None:
+                self.style, self.pen_width = pen.style(), pen.widthF()
+            travel = 0.0 if sparse else self._travel(y, width)
+            self._thin = travel > SCRIBBLE_TRAVEL * (0.5 if self._thin else 1.0)  # hysteresis
+            style = self.style if sparse else Qt.PenStyle.SolidLine
+            px = 1.0 if self._thin else self.pen_width
+            if pen.style() != style or pen.widthF() != px:
+                pen = pg.mkPen(pen)
+                pen.setStyle(style)
+                pen.setWidthF(px)
+                self.item.setPen(pen)
+        self.item.setData(x, y, antialias=sparse, skipFiniteCheck=not np.isnan(y).any())
+
+    def _travel(self, y: np.ndarray, width: int) -> float:
+        """Vertical distance the curve covers, in pixels of its view, per pixel of width."""
+        vb = self.item.getViewBox()
+        if vb is None or len(y) < 2:
+            return 0.0
+        lo, hi = vb.viewRange()[1]
+        if not hi > lo:
+            return 0.0
+        climb = float(np.nansum(np.abs(np.diff(y))))
+        return climb / (hi - lo) * vb.height() / max(1, width)
 
 
 @dataclass
@@ -84,6 +194,7 @@ class Series:
     get: Callable  # history -> (x, y)
     item: pg.PlotDataItem
     smooth: bool = True
+    curve: Curve | None = None
 
 
 @dataclass
@@ -94,6 +205,7 @@ class Band:
     curves: tuple
     fill: pg.FillBetweenItem
     smooth: bool = True
+    edges: tuple[Curve, Curve] | None = None
 
 
 @dataclass
@@ -118,6 +230,8 @@ class StepPlot:
         symbol: str | None = None,
         smooth: bool = True,
         style=None,
+        version: Callable = steps_version,
+        append_only: bool = True,
     ) -> Series:
         item = self.plot.plot(
             [],
@@ -132,6 +246,13 @@ class StepPlot:
         )
         _fast(item)
         s = Series(key, label, get, item, smooth)
+        s.curve = Curve(
+            item,
+            get,
+            f"{self.name}/{key}" if smooth else "",
+            version,
+            append_only,
+        )
         self.series.append(s)
         return s
 
@@ -145,22 +266,38 @@ class StepPlot:
         self.plot.addItem(fill, ignoreBounds=True)
         fill.setZValue(-10)
         b = Band(key, lower, upper, curves, fill)
+        b.edges = tuple(
+            Curve(c, get, f"{self.name}/{key}/{side}", finite_only=True)
+            for c, get, side in ((curves[0], lower, "lo"), (curves[1], upper, "hi"))
+        )
+        b.edges[0].decimator = MinMaxDecimator("min")  # the band covers at least the data's
+        b.edges[1].decimator = MinMaxDecimator("max")
         self.bands.append(b)
         return b
 
-    def redraw(self, history, smoother: Smoother) -> None:
+    def redraw(self, history, smoother: Smoother, width: int = 400, x_range=None) -> bool:
+        """Push new data to the curves that need it; `x_range` is the visible (lo, hi) steps when
+        zoomed in (None: the whole run). True when anything was redrawn."""
+        changed = False
         for s in self.series:
-            x, y = s.get(history)
-            if s.smooth:
-                y = smoother(f"{self.name}/{s.key}", y)
-            set_curve(s.item, x, y)
+            changed |= s.curve.update(history, smoother, width, x_range)
         for b in self.bands:
-            for curve, getter, side in ((b.curves[0], b.lower, "lo"), (b.curves[1], b.upper, "hi")):
-                x, y = getter(history)
-                if b.smooth:
-                    y = smoother(f"{self.name}/{b.key}/{side}", y)
-                finite = np.isfinite(y)
-                set_curve(curve, x[finite], y[finite])
+            for edge in b.edges:
+                changed |= edge.update(history, smoother, width, x_range)
+        return changed
+
+    def data_range(self) -> tuple[float, float] | None:
+        """(min, max) of the finite values drawn (decimation keeps every bucket's extremes, so
+        this is the range of the visible data)."""
+        lo, hi = np.inf, -np.inf
+        for s in self.series:
+            if s.curve.drawn is not None and len(s.curve.drawn[1]):
+                y = s.curve.drawn[1]
+                lo, hi = (
+                    min(lo, np.nanmin(y, initial=np.inf)),
+                    max(hi, np.nanmax(y, initial=-np.inf)),
+                )
+        return (float(lo), float(hi)) if lo <= hi else None
 
     def readout(self, history, step: int) -> str:
         """'label value, label value' at `step`, for the hover line."""
@@ -173,19 +310,72 @@ class StepPlot:
         return ", ".join(parts)
 
 
-DOWNSAMPLE_FACTOR = 1.5  # samples per pixel (pyqtgraph's default 5 draws far more than shows)
-ANTIALIAS_MAX_POINTS = 2000  # longer curves are drawn without antialiasing (5x faster to paint)
+def follow_range(lo: float, hi: float, current: tuple[float, float]) -> tuple[float, float] | None:
+    """The x range that shows steps lo..hi while a run grows, or None to keep `current`.
+
+    A new range leaves room for a few more steps on the right (3 pads of 2 % of the run), and
+    `current` is kept while the run fits in it with between half a pad and four pads to spare:
+    every new range re-lays every axis and grid and moves every curve, half the repaint."""
+    pad = max(0.5, (hi - lo) * 0.02)
+    left, right = current
+    if lo - 2 * pad <= left <= lo - pad / 2 and hi + pad / 2 <= right <= hi + 4 * pad:
+        return None
+    return lo - pad, hi + 3 * pad
+
+
+class ClippedAxis(pg.AxisItem):
+    """An axis (and its grid lines) painted with a clip rectangle around it: Qt's raster engine
+    draws lines about 20× faster with a clip set than with none, and a full repaint of the view
+    paints with none (measured: 0.7 → 0.04 ms per axis with its grid). Same pixels."""
+
+    def paint(self, p, opt, widget) -> None:
+        p.save()
+        op = Qt.ClipOperation.IntersectClip if p.hasClipping() else Qt.ClipOperation.ReplaceClip
+        p.setClipRect(self.boundingRect().adjusted(-1, -1, 1, 1), op)
+        try:
+            super().paint(p, opt, widget)
+        finally:
+            p.restore()
+
+
+def clipped_axes() -> dict[str, ClippedAxis]:
+    return {"left": ClippedAxis("left"), "bottom": ClippedAxis("bottom")}
+
+
+STATIC_CACHE = QGraphicsItem.CacheMode.DeviceCoordinateCache
+
+
+def cache_static(plot: pg.PlotItem) -> None:
+    """Keep what rarely changes (the axes with their grid, the title) as pixmaps, so a repaint
+    blits them instead of replaying their text (about 1 ms of the 10,000-step repaint)."""
+    for name in ("left", "bottom"):
+        plot.getAxis(name).setCacheMode(STATIC_CACHE)
+    plot.titleLabel.item.setCacheMode(STATIC_CACHE)
+
+
+@contextmanager
+def uncached(scene: QGraphicsScene) -> Iterator[None]:
+    """Every item drawn directly while exporting (an SVG gets vectors and text, not pixmaps)."""
+    items = [it for it in scene.items() if it.cacheMode() != QGraphicsItem.CacheMode.NoCache]
+    modes = [it.cacheMode() for it in items]
+    for it in items:
+        it.setCacheMode(QGraphicsItem.CacheMode.NoCache)
+    try:
+        yield
+    finally:
+        for it, mode in zip(items, modes):
+            it.setCacheMode(mode)
+
+
+ANTIALIAS_MAX_PER_PIXEL = 0.5  # denser curves: no antialiasing, no dashes (see Curve._draw)
+SCRIBBLE_TRAVEL = 4.0  # a dense curve climbing more than this per pixel of width: 1 px pen
 
 
 def _fast(item: pg.PlotDataItem) -> None:
-    """Draw only what the pixels can show: peak downsampling, clipped to the view."""
-    item.setDownsampling(auto=True, method="peak")
-    item.opts["autoDownsampleFactor"] = DOWNSAMPLE_FACTOR
-    item.setClipToView(True)
-
-
-def set_curve(item: pg.PlotDataItem, x: np.ndarray, y: np.ndarray) -> None:
-    item.setData(x, y, antialias=len(x) <= ANTIALIAS_MAX_POINTS)
+    """The curve gets data already decimated to the pixels: no pyqtgraph downsampling or
+    clipping on top (they would redo work over the data at every range change)."""
+    item.setDownsampling(ds=1, auto=False)
+    item.setClipToView(False)
 
 
 def format_value(v: float) -> str:

@@ -4,9 +4,13 @@ entropy, learning rate and gradient norm.
 
 One GraphicsLayoutWidget holds every plot; the step plots share (link) their x axis. Each series
 is one PlotDataItem updated with `setData` by a 10 Hz timer only when the history changed, so a
-burst of events costs one redraw. Hovering shows the values at that step and a cursor line on
-every plot; clicking a point asks the session model to show that step's rollouts; right-click a
-plot to save it as PNG or SVG. The smoothing slider applies a debiased EMA to the curves.
+burst of events costs one redraw; a new step reaches the plots a few at a time over the next
+ticks (a short stall each instead of one long one), a new run all at once. Curves draw their
+data decimated to the pixels (plot_kit, plot_decimate): with 10,000 steps a full redraw takes
+about 10 ms of CPU (bench/gui_latency.py). Hovering shows the exact values at that step and a
+cursor line on every plot; clicking a point asks the session model to show that step's
+rollouts; right-click a plot to save it as PNG or SVG. The smoothing slider applies a debiased
+EMA to the curves.
 
 Reads only the session model's `RunHistory`; never touches the worker or other panels.
 """
@@ -29,18 +33,25 @@ from PySide6.QtWidgets import (
 )
 
 from grpo_desktop.ui.plot_export import render_plot
+from grpo_desktop.ui.plot_hist import HeatStrip, LatestHistogram
 from grpo_desktop.ui.plot_kit import (
     PALETTE,
     PART_COLORS,
     Smoother,
     StepPlot,
-    brush,
+    cache_static,
+    clipped_axes,
+    follow_range,
     format_value,
     metric,
     metric_sum,
+    uncached,
 )
 
 REDRAW_MS = 100
+PLOTS_PER_TICK = 4  # a new step reaches the 13 plots within 4 ticks of the redraw timer
+HISTOGRAMS = "histograms"  # the latest step's histogram and the heat map, as one redraw item
+MIN_PLOT_PX = 100  # decimate for at least this width (a plot not laid out yet is 0 wide)
 EMPTY_HINT = (
     "No run yet. Press Start (Ctrl+R) to train: every curve gains a point per step. Hover a plot "
     "for values; click a point to see that step's rollouts."
@@ -61,6 +72,13 @@ TIPS = {
     "length": "Completion length in tokens: mean, with the min–max range. Growing length with flat "
     "accuracy is the length bias of the grpo loss.",
     "truncated": "Share of completions cut off at the length limit. Near 1, answers never finish.",
+    "kl": "KL divergence from the starting model (only with β > 0).",
+    "loss": "The GRPO loss. With one update per batch it hovers near 0 and says little; watch "
+    "reward and accuracy instead.",
+    "entropy": "How spread the model's next-token choices are. A fast drop means answers become "
+    "identical (and groups lose their spread).",
+    "lr": "The learning rate of each step (warm-up and schedule).",
+    "grad_norm": "Size of each update before clipping. Spikes warn of instability.",
 }
 
 
@@ -72,11 +90,14 @@ def _eval(index: int):
     return get
 
 
+def _evals_version(history) -> list:
+    return history.evals  # a new list whenever a result is added or replaced
+
+
 class PlotsView(QWidget):
     def __init__(self, model, parent: QWidget | None = None):
         super().__init__(parent)
         self.model = model
-        self.history = model.history
         self.smoother = Smoother()
         self._drawn_version = -1
         self.last_redraw_s = 0.0
@@ -127,14 +148,33 @@ class PlotsView(QWidget):
         self.csv_button.clicked.connect(lambda: self.export_history_csv())
         for sp in self.plots.values():
             sp.plot.vb.sigRangeChangedManually.connect(self._on_view_range_changed_manually)
+        self._drawn_epoch = -1  # the history epoch drawn (a new run is drawn all at once)
+        self._stale: list[str] = []  # plots still to redraw for the latest version, by name
+        self._view_timer = QTimer(self, singleShot=True, interval=0)
+        self._view_timer.timeout.connect(self._on_view_timer_timeout)
+        for sp in self.plots.values():  # zoom, pan and resize re-decimate what is visible
+            sp.plot.vb.sigXRangeChanged.connect(self._on_view_x_range_changed)
+            sp.plot.vb.sigResized.connect(self._on_view_changed)
         self.timer = QTimer(self, interval=REDRAW_MS)
         self.timer.timeout.connect(self._on_timer_timeout)
         self.timer.start()
+        model.session_replaced.connect(self._on_model_session_replaced)
+
+    @property
+    def history(self):
+        """The session's run history (another object once another session is opened)."""
+        return self.model.history
+
+    def _on_model_session_replaced(self) -> None:
+        self.smoother.reset()
+        self.follow = True
+        self.fit_button.setEnabled(False)
+        self._drawn_version = -1
 
     # ------------------------------------------------------------------ layout
 
     def _new_plot(self, name: str, title: str, row: int, col: int, tip: str = "") -> StepPlot:
-        item = self.canvas.addPlot(row=row, col=col)
+        item = self.canvas.addPlot(row=row, col=col, axisItems=clipped_axes())
         item.setTitle(title, size="10pt")
         item.showGrid(x=True, y=True, alpha=0.15)
         item.setMenuEnabled(True)
@@ -159,14 +199,15 @@ class PlotsView(QWidget):
         reward.add_series("reward", "reward", metric("reward"), "blue", width=2.5)
         ev = self._new_plot("eval", "Held-out accuracy", 0, 1, TIPS["eval"])
         _legend(ev.plot, 2)
-        ev.add_series("accuracy", "accuracy", _eval(1), "red", symbol="o", smooth=False)
-        ev.add_series("format", "format", _eval(2), "grey", symbol="t", smooth=False, width=1.5)
+        held_out = {"smooth": False, "version": _evals_version, "append_only": False}
+        ev.add_series("accuracy", "accuracy", _eval(1), "red", symbol="o", **held_out)
+        ev.add_series("format", "format", _eval(2), "grey", symbol="t", width=1.5, **held_out)
         ev.fraction = True
         zero = self._new_plot("zero", "No-signal groups", 0, 2, TIPS["zero"])
         zero.add_series("zero", "no-spread groups", metric("frac_reward_zero_std"), "purple")
         zero.fraction = True
 
-        self.hist_plot = self.canvas.addPlot(row=1, col=0)
+        self.hist_plot = self.canvas.addPlot(row=1, col=0, axisItems=clipped_axes())
         self.hist_plot.setTitle("Advantages, latest step", size="10pt")
         self.hist_plot.setToolTip(TIPS["hist"])
         self.hist_plot.showGrid(y=True, alpha=0.15)
@@ -177,11 +218,13 @@ class PlotsView(QWidget):
         self.hist_plot.addItem(self.hist_bars)
         self.hist_note = pg.TextItem("", color="#7f4c00", anchor=(0, 0))
         self.hist_plot.addItem(self.hist_note, ignoreBounds=True)
+        self.latest_hist = LatestHistogram(self.hist_plot, self.hist_bars, self.hist_note)
         self._add_export_actions(self.hist_plot, "Advantages, latest step")
         heat = self._new_plot("heat", "Advantages by step", 1, 1, TIPS["heat"])
         self.heat_image = pg.ImageItem()
         self.heat_image.setColorMap(_heat_colormap())
         heat.plot.addItem(self.heat_image)
+        self.heat = HeatStrip(self.heat_image)
         length = self._new_plot("length", "Length (tokens)", 1, 2, TIPS["length"])
         length.add_band(
             "range", metric("completions/min_length"), metric("completions/max_length"), "teal"
@@ -189,45 +232,15 @@ class PlotsView(QWidget):
         length.add_series("mean", "mean", metric("completions/mean_length"), "teal")
 
         simple = [
-            ("truncated", "Truncated", "completions/clipped_ratio", "orange", TIPS["truncated"]),
-            (
-                "kl",
-                "KL",
-                "kl",
-                "purple",
-                "KL divergence from the starting model (only with β > 0).",
-            ),
-            (
-                "loss",
-                "Loss",
-                "loss",
-                "grey",
-                "The GRPO loss. With one update per batch it hovers near 0 and says little; watch reward and accuracy instead.",
-            ),
-            (
-                "entropy",
-                "Entropy",
-                "entropy",
-                "green",
-                "How spread the model's next-token choices are. A fast drop means answers become identical (and groups lose their spread).",
-            ),
-            (
-                "lr",
-                "Learning rate",
-                "learning_rate",
-                "blue",
-                "The learning rate of each step (warm-up and schedule).",
-            ),
-            (
-                "grad_norm",
-                "Grad norm",
-                "grad_norm",
-                "red",
-                "Size of each update before clipping. Spikes warn of instability.",
-            ),
+            ("truncated", "Truncated", "completions/clipped_ratio", "orange"),
+            ("kl", "KL", "kl", "purple"),
+            ("loss", "Loss", "loss", "grey"),
+            ("entropy", "Entropy", "entropy", "green"),
+            ("lr", "Learning rate", "learning_rate", "blue"),
+            ("grad_norm", "Grad norm", "grad_norm", "red"),
         ]
-        for i, (name, title, key, color, tip) in enumerate(simple):
-            sp = self._new_plot(name, title, 2 + i // 3, i % 3, tip)
+        for i, (name, title, key, color) in enumerate(simple):
+            sp = self._new_plot(name, title, 2 + i // 3, i % 3, TIPS[name])
             sp.add_series(name, title.lower(), metric(key), color)
             sp.fraction = name == "truncated"
         master = self.plots["reward"].plot
@@ -242,6 +255,8 @@ class PlotsView(QWidget):
             sp.plot.addItem(sp.cursor, ignoreBounds=True)
         for sp in self.plots.values():
             sp.plot.vb.setAutoVisible(y=True)  # y fits what is shown when zoomed in on x
+        for plot in [sp.plot for sp in self.plots.values()] + [self.hist_plot]:
+            cache_static(plot)
         for row in range(4):
             self.canvas.ci.layout.setRowStretchFactor(row, 1)
 
@@ -272,96 +287,108 @@ class PlotsView(QWidget):
                 self._parts.add(fn)
 
     def _on_timer_timeout(self) -> None:
-        if self.history.version != self._drawn_version and self.isVisible():
+        """A new step is drawn over a few ticks, PLOTS_PER_TICK plots at a time, so the event
+        loop stalls for a fraction of a full repaint at once (a new run: all at once)."""
+        if not self.isVisible():
+            return
+        if self.history.epoch != self._drawn_epoch:
             self.redraw()
+        elif self.history.version != self._drawn_version and self._begin_redraw():
+            self._stale = [*self.plots, HISTOGRAMS]
+        batch, self._stale = self._stale[:PLOTS_PER_TICK], self._stale[PLOTS_PER_TICK:]
+        if batch:
+            self._redraw_some(batch)
 
     def redraw(self) -> None:
-        """Push the history into every plot (normally called by the timer)."""
+        """Push the history into every plot at once (the timer spreads this over ticks)."""
         t0 = time.perf_counter()
-        self._drawn_version = self.history.version
+        self._stale = []
+        if self._begin_redraw():
+            self._redraw_some([*self.plots, HISTOGRAMS])
+        self.last_redraw_s = time.perf_counter() - t0
+
+    def _begin_redraw(self) -> bool:
+        """What a new version of the history needs first; False when there is nothing to draw."""
+        self._drawn_version, self._drawn_epoch = self.history.version, self.history.epoch
         if self.history.num_steps == 0 and not self.history.evals:
             self._clear()
-        else:
-            self._ensure_parts()
-            for sp in self.plots.values():
-                sp.redraw(self.history, self.smoother)
+            return False
+        self._ensure_parts()
+        self._fit_x_range()
+        if self.readout.text() == EMPTY_HINT:
+            self.readout.setText(HOVER_HINT)
+        return True
+
+    def _redraw_some(self, names: list[str]) -> None:
+        plots = [self.plots[name] for name in names if name in self.plots]
+        self._redraw_curves(plots)
+        self._fit_y_ranges(plots)
+        if HISTOGRAMS in names:
             self._redraw_histograms()
-            self._fit_ranges()
-            if self.readout.text() == EMPTY_HINT:
-                self.readout.setText(HOVER_HINT)
-        self.last_redraw_s = time.perf_counter() - t0
+
+    def _redraw_curves(self, plots: list[StepPlot] | None = None) -> None:
+        """Each curve decimated to its plot's width in device pixels and, when zoomed in, to
+        the visible steps; curves whose input did not change are left alone."""
+        x_range = None if self.follow else tuple(self.plots["reward"].plot.vb.viewRange()[0])
+        ratio = self.canvas.devicePixelRatioF()
+        for sp in self.plots.values() if plots is None else plots:
+            width = max(MIN_PLOT_PX, int(sp.plot.vb.width() * ratio))
+            sp.redraw(self.history, self.smoother, width, x_range)
+
+    def _on_view_x_range_changed(self, *_args) -> None:
+        if not self.follow:  # following the run, the curves do not depend on the x range
+            self._view_timer.start()
+
+    def _on_view_changed(self, *_args) -> None:
+        self._view_timer.start()  # once per pass of the event loop, however many views moved
+
+    def _on_view_timer_timeout(self) -> None:
+        if self.history.num_steps and self.isVisible():
+            self._redraw_curves()
 
     def _clear(self) -> None:
         self.smoother.reset()
         for sp in self.plots.values():
             for s in sp.series:
-                s.item.setData([], [])
+                s.curve.clear()
             for b in sp.bands:
-                for c in b.curves:
-                    c.setData([], [])
-        self.hist_bars.setOpts(x=[], height=[])
-        self.hist_note.setText("")
-        self.heat_image.clear()
+                for edge in b.edges:
+                    edge.clear()
+        self.latest_hist.clear()
+        self.heat.clear()
+        self._stale = []
         self.follow = True
         self.fit_button.setEnabled(False)
         self.readout.setText(EMPTY_HINT)
 
     def _redraw_histograms(self) -> None:
-        latest = self.history.latest_histogram()
-        if latest is not None:
-            edges, counts = np.asarray(latest[0]), np.asarray(latest[1])
-            centers = (edges[:-1] + edges[1:]) / 2
-            colors = [
-                brush("green", 200)
-                if c > 1e-9
-                else brush("red", 200)
-                if c < -1e-9
-                else brush("grey", 200)
-                for c in centers
-            ]
-            if float(edges[-1]) < 1e-3:  # every advantage is 0: one bar, on a readable scale
-                centers, counts, colors = (
-                    np.array([0.0]),
-                    np.array([counts.sum()]),
-                    [brush("grey", 200)],
-                )
-                edges = np.array([-1.0, 1.0])
-                width = 0.1
-                self.hist_note.setText("all 0: no group had any spread")
-            else:
-                width = float(edges[1] - edges[0]) * 0.9
-                self.hist_note.setText("")
-            self.hist_bars.setOpts(x=centers, height=counts, width=width, brushes=colors, pen=None)
-            self.hist_plot.setXRange(float(edges[0]), float(edges[-1]), padding=0.05)
-            self.hist_note.setPos(float(edges[0]), float(max(counts.max(), 1)))
-        heat = self.history.advantage_heatmap()
-        if heat is not None:
-            steps, half, grid = heat
-            self.heat_image.setImage(
-                grid, autoLevels=False, levels=(0, max(float(grid.max()), 1e-9))
-            )
-            x0 = float(steps[0]) - 0.5
-            span = float(steps[-1] - steps[0]) + 1.0
-            self.heat_image.setRect(pg.QtCore.QRectF(x0, -half, span, 2 * half))
+        self.latest_hist.update(self.history)
+        ratio = self.canvas.devicePixelRatioF()
+        self.heat.update(
+            self.history, max(MIN_PLOT_PX, int(self.plots["heat"].plot.vb.width() * ratio))
+        )
 
-    def _fit_ranges(self) -> None:
-        """x: the whole run (held-out steps included) unless the user zoomed; y: a constant
-        series gets a range around its value instead of pyqtgraph's ±0.5."""
+    def _fit_x_range(self) -> None:
+        """The whole run (held-out steps included) unless the user zoomed."""
         steps, ev = self.history.steps, self.history.eval_series()[0]
-        xs = np.concatenate([steps, ev])
-        if self.follow and len(xs):
-            lo, hi = float(xs.min()), float(xs.max())
-            pad = max(0.5, (hi - lo) * 0.02)
-            self.plots["reward"].plot.setXRange(lo - pad, hi + pad, padding=0)
-        for name, sp in self.plots.items():
+        ends = [float(a[i]) for a in (steps, ev) if len(a) for i in (0, -1)]  # both ascending
+        if self.follow and ends:
+            lo, hi = min(ends), max(ends)
+            master = self.plots["reward"].plot
+            new = follow_range(lo, hi, tuple(master.vb.viewRange()[0]))
+            if new is not None:
+                master.setXRange(*new, padding=0)
+
+    def _fit_y_ranges(self, plots: list[StepPlot]) -> None:
+        """A constant series gets a range around its value instead of pyqtgraph's ±0.5."""
+        for sp in plots:
+            name = sp.name
             if sp.fraction or name == "heat":
                 continue
-            ys = [s.item.getOriginalDataset()[1] for s in sp.series]
-            ys = np.concatenate([y for y in ys if y is not None and len(y)] or [np.zeros(0)])
-            ys = ys[np.isfinite(ys)]
-            if not len(ys):
+            span = sp.data_range()
+            if span is None:
                 continue
-            lo, hi = float(ys.min()), float(ys.max())
+            lo, hi = span
             if hi - lo <= 1e-9 * max(1.0, abs(hi)):
                 half = abs(hi) * 0.5 if hi else 1.0
                 sp.plot.setYRange(hi - half, hi + half, padding=0)
@@ -373,6 +400,7 @@ class PlotsView(QWidget):
     def _on_view_range_changed_manually(self, *_args) -> None:
         self.follow = False
         self.fit_button.setEnabled(True)
+        self._view_timer.start()
 
     def _on_fit_button_clicked(self) -> None:
         self.follow = True
@@ -380,13 +408,14 @@ class PlotsView(QWidget):
         for name, sp in self.plots.items():
             if not sp.fraction and name not in self._flat:
                 sp.plot.enableAutoRange(axis="y", enable=True)
-        self._fit_ranges()
+        self._fit_x_range()
+        self._redraw_curves()  # the whole run again, not the window that was zoomed in on
 
     def _on_smoothing_value_changed(self, value: int) -> None:
         weight = value / 100
         self.smoothing_label.setText(f"Smoothing {weight:.2f}")
         self.smoother.set_weight(weight)
-        self._drawn_version = -1
+        self._drawn_epoch = -1  # every curve again, all at once on the next tick
 
     # ------------------------------------------------------------------ hover and click
 
@@ -458,7 +487,8 @@ class PlotsView(QWidget):
         for cursor, _ in cursors:
             cursor.setVisible(False)  # the hover line is not part of the picture
         try:
-            render_plot(self.canvas.scene(), item, title, kind, path)
+            with uncached(self.canvas.scene()):
+                render_plot(self.canvas.scene(), item, title, kind, path)
         finally:
             for cursor, visible in cursors:
                 cursor.setVisible(visible)

@@ -1,9 +1,11 @@
-"""Run controls: Start, Pause/Resume and Stop actions with shortcuts, and a progress bar with ETA.
+"""Run controls: Start (or Continue), Pause/Resume, Stop and Start over actions with shortcuts,
+and a progress bar with ETA.
 
 `RunControls` owns the QActions (the window puts them in its toolbar and Run menu) and follows
-the run state from the session model: what is enabled, what Pause says, what the progress bar
-shows ("step 12 / 30 · 0:42 left"). Pressing a button calls the session model; starting may be
-refused (invalid settings), which the window shows.
+the run state from the session model: what is enabled, what Pause says, whether Start continues
+the session's stopped or interrupted run ("Continue"), what the progress bar shows ("step 12 / 30
+· 0:42 left"). Start and Start over only ask the window (`start_requested`, `start_over_requested`),
+which may refuse (invalid settings, an untrusted checker) and shows why.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QLabel, QProgressBar, QStyle, QWidget
 
-from grpo_desktop.ui.worker import ACTIVE_STATES, PAUSED, RUNNING, STARTING, STOPPING
+from grpo_desktop.ui.worker import ACTIVE_STATES, IDLE, PAUSED, RUNNING, STARTING, STOPPING
 
 STATE_TEXT = {
     "idle": "Ready",
@@ -24,6 +26,13 @@ STATE_TEXT = {
     "stopped": "Stopped",
     "failed": "Failed",
 }
+RUN_STATUS_TEXT = {
+    "completed": "Finished",
+    "stopped": "Stopped",
+    "failed": "Failed",
+    "interrupted": "Interrupted",
+}
+START_TIP = "Start training with these settings (Ctrl+R)"
 
 
 def format_duration(seconds: float | None) -> str:
@@ -37,6 +46,7 @@ def format_duration(seconds: float | None) -> str:
 
 class RunControls(QObject):
     start_requested = Signal()
+    start_over_requested = Signal()
 
     def __init__(self, model, parent: QWidget):
         super().__init__(parent)
@@ -46,7 +56,14 @@ class RunControls(QObject):
             style.standardIcon(QStyle.StandardPixmap.SP_MediaPlay), "Start", parent
         )
         self.start_action.setShortcut(QKeySequence("Ctrl+R"))
-        self.start_action.setToolTip("Start training with these settings (Ctrl+R)")
+        self.start_action.setToolTip(START_TIP)
+        self.start_over_action = QAction(
+            style.standardIcon(QStyle.StandardPixmap.SP_BrowserReload), "Start Over…", parent
+        )
+        self.start_over_action.setShortcut(QKeySequence("Ctrl+Shift+R"))
+        self.start_over_action.setToolTip(
+            "Train again from step 0, replacing this session's run (asks first)"
+        )
         self.pause_action = QAction(
             style.standardIcon(QStyle.StandardPixmap.SP_MediaPause), "Pause", parent
         )
@@ -69,16 +86,48 @@ class RunControls(QObject):
         self.paused_at: int | None = None
 
         self.start_action.triggered.connect(self.start_requested)
+        self.start_over_action.triggered.connect(self.start_over_requested)
         self.pause_action.triggered.connect(self._on_pause_triggered)
         self.stop_action.triggered.connect(model.stop)
         model.state_changed.connect(self._on_model_state_changed)
         model.run_started.connect(self._on_model_run_started)
         model.step_finished.connect(self._on_model_step_finished)
         model.pause_reached.connect(self._on_model_pause_reached)
-        self._on_model_state_changed(model.state)
+        model.session_replaced.connect(self._on_model_session_replaced)
+        model.config_changed.connect(self._on_model_config_changed)
+        model.config_replaced.connect(self.update_start_action)
+        self._on_model_session_replaced()
 
     def actions(self) -> list[QAction]:
         return [self.start_action, self.pause_action, self.stop_action]
+
+    def update_start_action(self) -> None:
+        """Start says "Continue" when it would continue the session's run."""
+        if self.model.can_continue():
+            step = self.model.run_state().checkpoint_step
+            self.start_action.setText("Continue")
+            self.start_action.setToolTip(
+                f"Continue training from the checkpoint at step {step} (Ctrl+R)"
+                if step
+                else "Continue training: no checkpoint yet, so from step 0 (Ctrl+R)"
+            )
+        else:
+            self.start_action.setText("Start")
+            self.start_action.setToolTip(START_TIP)
+        self.start_over_action.setEnabled(
+            not self.model.running and self.model.history.run is not None
+        )
+
+    def _on_model_config_changed(self, section: str, name: str) -> None:
+        if (section, name) == ("run", "max_steps"):
+            self.update_start_action()
+
+    def _on_model_session_replaced(self) -> None:
+        h = self.model.history
+        self.progress.setRange(0, max(1, h.total_steps))
+        self.progress.setValue(h.last_step)
+        self.progress_label.setText("No run yet")
+        self._on_model_state_changed(self.model.state)
 
     def _on_pause_triggered(self) -> None:
         if self.model.state == PAUSED:
@@ -90,6 +139,11 @@ class RunControls(QObject):
         state = self.model.state
         if state == PAUSED and self.paused_at is not None:
             return f"Paused after step {self.paused_at}"
+        if state == IDLE and self.model.history.run is not None:  # an opened session's run
+            status = self.model.run_state().status
+            return (
+                RUN_STATUS_TEXT.get(status, status) + f" after step {self.model.history.last_step}"
+            )
         return STATE_TEXT.get(state, state)
 
     def _on_model_state_changed(self, state: str) -> None:
@@ -107,6 +161,7 @@ class RunControls(QObject):
             self.progress.setRange(0, 1)
             self.progress_label.setText(STATE_TEXT.get(state, state))
         self._update_text()
+        self.update_start_action()
 
     def _on_model_run_started(self, event) -> None:
         self.progress.setRange(0, max(1, event.total_steps))
@@ -133,6 +188,8 @@ class RunControls(QObject):
         eta = h.eta_seconds() if state in (RUNNING, STOPPING) else None
         if eta is not None and h.last_step < h.total_steps:
             text += f" · {format_duration(eta)} left"
+        elif state == IDLE and h.run is not None:  # a session opened with its run
+            text += f" · {self.model.run_state().status}"
         elif state not in ACTIVE_STATES:
             text += f" · {STATE_TEXT.get(state, state).lower()}"
         self.progress_label.setText(text)

@@ -1,4 +1,4 @@
-"""The central model the window is built around: the config being edited, the run, its history.
+"""The central model the window is built around: the session being edited, its run and history.
 
 Panels edit the config only through `set_value` / `set_config` / `apply_preset` and redraw on
 `config_changed` / `config_replaced`; they never talk to each other or to the worker. The run
@@ -6,12 +6,17 @@ controls call `start` / `pause` / `resume` / `stop`. Events from the training th
 to the Qt-free `RunHistory` (session layer) and re-emitted as typed signals; plots redraw from the
 history on their own timer.
 
-What this is not: persistence (a later session document saves config + history) or layout.
+The model holds one `SessionDocument` (session layer) at a time: training writes into its run
+folder, `load_document` swaps in another session with the history replayed from its events.jsonl
+(`session_replaced`), and `dirty` says whether the config differs from what was last saved. It
+also knows whether the custom checker may run: code typed here may, code that came in a file only
+once the user trusted it (`TrustStore`, by content hash).
+
+What this is not: file dialogs, menus, autosave timers (`SessionController`) or layout.
 """
 
 from __future__ import annotations
 
-import datetime
 import os
 from collections.abc import Callable
 from typing import Any
@@ -19,14 +24,41 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal, Slot
 
 from grpo_desktop.engine.config import PRESETS, TrainConfig, preset, validate, warnings
+from grpo_desktop.session.document import SessionDocument, SessionError, save_session
+from grpo_desktop.session.fsio import SaveError
 from grpo_desktop.session.history import RunHistory
 from grpo_desktop.session.rollouts import DEFAULT_MAX_ROWS
+from grpo_desktop.session.run_state import RunState, can_continue, clear_run, run_state
+from grpo_desktop.session.trust import TrustStore
 from grpo_desktop.ui.worker import ACTIVE_STATES, IDLE, TrainingRunner, default_train_fn
+
+UNTRUSTED_CHECKER = (
+    "This checker came with the session and has not been trusted: review the code in the Reward "
+    "panel, then press Trust and enable (or remove the checker)."
+)
+
+
+def load_history(doc: SessionDocument, max_rollout_rows: int = DEFAULT_MAX_ROWS) -> RunHistory:
+    """The run's history replayed from its events.jsonl (empty when it has none)."""
+    if not doc.has_run():
+        return RunHistory(max_rollout_rows, events_path=doc.events_path)
+    try:
+        return RunHistory.from_events_file(doc.events_path, max_rollout_rows)
+    except OSError as exc:
+        raise SessionError(f"Cannot read {doc.events_path}: {exc.strerror}.") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SessionError(
+            f"The run's history {doc.events_path} is damaged ({exc}) and cannot be read. Nothing "
+            "was changed."
+        ) from None
 
 
 class SessionModel(QObject):
     config_changed = Signal(str, str)  # section, field
     config_replaced = Signal()  # many fields changed at once (preset, opened file)
+    session_replaced = Signal()  # another session was loaded: config, history and run
+    dirty_changed = Signal(bool)  # the config now differs (or no longer) from the saved one
+    trust_changed = Signal(bool)  # whether the custom checker may run
     device_info_changed = Signal(object)  # dict from the device probe
     state_changed = Signal(str)  # run state: idle, starting, running, paused, ...
     pause_reached = Signal()  # the engine finished its step and now waits
@@ -41,17 +73,22 @@ class SessionModel(QObject):
 
     def __init__(
         self,
-        config: TrainConfig,
+        doc: SessionDocument,
         train_fn: Callable = default_train_fn,
-        runs_dir: str | None = None,
         max_rollout_rows: int = DEFAULT_MAX_ROWS,
+        trust_store: TrustStore | None = None,
         parent: QObject | None = None,
     ):
         super().__init__(parent)
-        self.config = config
-        self.runs_dir = runs_dir
-        self.run_dir: str | None = None
-        self.history = RunHistory(max_rollout_rows)
+        self.doc = doc
+        self.config = _copy(doc.config)
+        self.max_rollout_rows = max_rollout_rows
+        self.history = load_history(doc, max_rollout_rows)
+        self.trust_store = trust_store or TrustStore()
+        self._saved = doc.config.to_dict()
+        self._dirty = False
+        self._typed_checker: str | None = None  # checker code the user wrote in this window
+        self._trusted = self.checker_trusted()
         self.device_info: dict[str, Any] = {}
         self.runner = TrainingRunner(train_fn, self)
         self.runner.state_changed.connect(self._on_runner_state_changed)
@@ -69,11 +106,92 @@ class SessionModel(QObject):
         if getattr(obj, name) == value and type(getattr(obj, name)) is type(value):
             return
         setattr(obj, name, value)
+        self._after_edit()
         self.config_changed.emit(section, name)
 
     def set_config(self, config: TrainConfig) -> None:
-        self.config = TrainConfig.from_dict(config.to_dict())
+        self.config = _copy(config)
+        self._after_edit()
         self.config_replaced.emit()
+
+    def write_checker(self, source: str) -> None:
+        """The user typed checker code in this window: it may run (they wrote it here)."""
+        self._typed_checker = source
+        self.set_value("rewards", "custom_checker", source)
+        self._update_trust()
+
+    def _after_edit(self) -> None:
+        self._update_dirty()
+        self._update_trust()
+
+    # ------------------------------------------------------------------ saved state and trust
+
+    @property
+    def dirty(self) -> bool:
+        """Whether the config differs from the one last saved in session.json."""
+        return self._dirty
+
+    def _update_dirty(self) -> None:
+        dirty = self.config.to_dict() != self._saved
+        if dirty != self._dirty:
+            self._dirty = dirty
+            self.dirty_changed.emit(dirty)
+
+    def save(self, path: str | None = None, layout: dict | None = None) -> None:
+        """Write session.json with the current config (to `path`: Save As, the run copied
+        along). Raises SessionError or SaveError with a message for the user."""
+        doc = self.doc
+        config = _copy(self.config)
+        saved = save_session(
+            SessionDocument(
+                doc.path, config, doc.name, dict(layout or doc.layout), doc.created,
+                doc.modified, doc.run, doc.trained,
+            ),
+            path,
+        )  # fmt: skip
+        self.remember_typed_checker()
+        if saved.path != doc.path:  # Save As: the history now lives in the copy
+            self.history.rollouts.events_path = saved.events_path
+        self.doc = saved
+        self._saved = config.to_dict()
+        self._update_dirty()
+
+    def checker_trusted(self) -> bool:
+        """Whether the current custom checker may run: empty, typed here, or trusted before."""
+        source = self.config.rewards.custom_checker
+        return source == self._typed_checker or self.trust_store.is_trusted(source)
+
+    def trust_checker(self) -> None:
+        """The user reviewed the checker code and accepts it (remembered by its hash)."""
+        self.trust_store.trust(self.config.rewards.custom_checker)
+        self._update_trust()
+
+    def remember_typed_checker(self) -> None:
+        """Code typed here is trusted from now on, also when the session is reopened."""
+        source = self.config.rewards.custom_checker
+        if source.strip() and source == self._typed_checker:
+            self.trust_store.trust(source)
+
+    def _update_trust(self) -> None:
+        trusted = self.checker_trusted()
+        if trusted != self._trusted:
+            self._trusted = trusted
+            self.trust_changed.emit(trusted)
+
+    def load_document(self, doc: SessionDocument, config: TrainConfig | None = None) -> None:
+        """Switch to another session (its history replayed from disk); `config` replaces the
+        saved config (unsaved edits restored from an autosave). Raises SessionError and keeps
+        the current session when the run's history cannot be read."""
+        if self.runner.active:
+            raise SessionError("Stop the run before switching sessions.")
+        history = load_history(doc, self.max_rollout_rows)
+        self.doc, self.history = doc, history
+        self._saved = doc.config.to_dict()
+        self._typed_checker = None
+        self.config = _copy(config or doc.config)
+        self._after_edit()
+        self.config_replaced.emit()
+        self.session_replaced.emit()
 
     def apply_preset(self, name: str) -> None:
         self.set_config(preset(name, self.config))
@@ -106,31 +224,44 @@ class SessionModel(QObject):
     def running(self) -> bool:
         return self.runner.state in ACTIVE_STATES
 
-    def start(self) -> list[str]:
-        """Start a run with a copy of the config; returns the problems that prevent it."""
+    @property
+    def run_dir(self) -> str:
+        return self.doc.run_dir
+
+    def run_state(self) -> RunState:
+        return run_state(self.history, self.doc.run_dir)
+
+    def can_continue(self) -> bool:
+        """Whether Start continues the session's run (see session.run_state)."""
+        return not self.running and can_continue(self.run_state(), self.config.run.max_steps)
+
+    def start(self, resume: bool = False) -> list[str]:
+        """Start training in the session's run folder with a copy of the config (continuing from
+        its last checkpoint with `resume`, else replacing what the folder held); returns the
+        problems that prevent it. Saves session.json first, so the session on disk names the
+        run and the settings it was started with."""
         if self.runner.active:
             return ["A run is already in progress."]
+        if not self.checker_trusted():
+            return [UNTRUSTED_CHECKER]
         problems = self.problems()
         if problems:
             return problems
-        config = TrainConfig.from_dict(self.config.to_dict())
-        self.run_dir = self._new_run_dir()
-        self.history.clear()
-        self.history.rollouts.events_path = (
-            os.path.join(self.run_dir, "events.jsonl") if self.run_dir else None
-        )
-        self.runner.start(config, self.run_dir)
+        config = _copy(self.config)
+        run_dir = self.doc.run_dir
+        try:
+            if not resume:
+                clear_run(run_dir)
+            os.makedirs(run_dir, exist_ok=True)
+            self.doc.trained = True
+            self.save()
+        except (OSError, SessionError) as exc:
+            return [str(exc) if isinstance(exc, (SaveError, SessionError)) else _os_message(exc)]
+        if not resume:
+            self.history.clear()
+        self.history.rollouts.events_path = self.doc.events_path
+        self.runner.start(config, run_dir, resume)
         return []
-
-    def _new_run_dir(self) -> str | None:
-        if not self.runs_dir:
-            return None
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        path, n = os.path.join(self.runs_dir, f"run-{stamp}"), 1
-        while os.path.exists(path):
-            n += 1
-            path = os.path.join(self.runs_dir, f"run-{stamp}-{n}")
-        return path
 
     def pause(self) -> None:
         self.runner.pause()
@@ -168,6 +299,14 @@ class SessionModel(QObject):
             self.step_finished.emit(event.step)
         elif signal is not None:
             signal.emit(event)
+
+
+def _copy(config: TrainConfig) -> TrainConfig:
+    return TrainConfig.from_dict(config.to_dict())
+
+
+def _os_message(exc: OSError) -> str:
+    return f"Cannot write the run folder: {exc.strerror or exc}."
 
 
 __all__ = ["IDLE", "SessionModel"]

@@ -142,6 +142,11 @@ class TrainingRunner(QObject):
             self._worker.control.stop()
             self._set_state(STOPPING)
 
+    def stop_after(self, step: int) -> None:
+        """Have the engine stop by itself once `step` is finished (scripted runs)."""
+        if self._worker is not None:
+            self._worker.control.stop_after(step)
+
     def wait(self, timeout_ms: int = 60_000) -> bool:
         """Block until the thread has ended; True when it did. Only for quitting and tests."""
         return self._thread.wait(timeout_ms) if self._thread is not None else True

@@ -6,6 +6,10 @@ Python (`check(completion, answer, prompt) -> float`) in an editor with line num
 compiled as you type (nothing runs) and "Test checker" runs it in a separate process on sample
 completions (the latest rollouts when there are any), showing each score or error and marking the
 line it failed on.
+
+Checker code that came with a session or settings file from elsewhere and was not trusted yet is
+shown read-only with a note and a Trust button; until then it cannot be tested or trained with.
+Code typed here is the user's own and may run.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from grpo_desktop.engine.checker import compile_checker, test_checker
 from grpo_desktop.engine.errors import CheckerError
 from grpo_desktop.ui.code_editor import CodeEditor
 from grpo_desktop.ui.form import ConfigForm, tooltip_for
+from grpo_desktop.ui.session_model import UNTRUSTED_CHECKER
 from grpo_desktop.ui.tasks import BackgroundTasks
 from grpo_desktop.ui.widgets import SliderSpin, note_label, set_note, wrapped_label
 
@@ -52,6 +57,10 @@ SAMPLE_COMPLETIONS = [
     ("", "408", "What is 17 × 24?"),
 ]
 SAMPLES_FROM_ROLLOUTS = 8
+TEST_TIP = (
+    "Run check() in a separate process on sample completions (the latest rollouts when a run has "
+    "produced some) and show each score or error."
+)
 
 
 class RewardPanel(QWidget):
@@ -93,12 +102,33 @@ class RewardPanel(QWidget):
         )
         self.editor.setMinimumHeight(140)
         self.compile_note = note_label("error")
+        self.trust_note = note_label("warning")
+        self.trust_note.setText(
+            "This checker came with the session and has not been trusted, so it does not run. "
+            "Review the code below (it would run on this computer with your permissions), then "
+            "press Trust and enable — or remove it."
+        )
+        self.trust_button = QPushButton("Trust and enable")
+        self.trust_button.setToolTip(
+            "You have read this code and accept that it runs on this computer with your "
+            "permissions. Remembered for this exact code."
+        )
+        self.remove_button = QPushButton("Remove checker")
+        self.remove_button.setToolTip(
+            "Delete this code from the settings; score with accuracy and format only"
+        )
+        trust_row = QHBoxLayout()
+        trust_row.addStretch(1)
+        trust_row.addWidget(self.remove_button)
+        trust_row.addWidget(self.trust_button)
+        self.trust_box = QWidget()
+        trust_col = QVBoxLayout(self.trust_box)
+        trust_col.setContentsMargins(0, 0, 0, 0)
+        trust_col.addWidget(self.trust_note)
+        trust_col.addLayout(trust_row)
         self.example_button = QPushButton("Insert example")
         self.test_button = QPushButton("Test checker")
-        self.test_button.setToolTip(
-            "Run check() in a separate process on sample completions (the latest rollouts when "
-            "a run has produced some) and show each score or error."
-        )
+        self.test_button.setToolTip(TEST_TIP)
         self.test_status = QLabel()
         self.results_table = QTableWidget(0, 4)
         self.results_table.setHorizontalHeaderLabels(["Completion", "Answer", "Score", "Error"])
@@ -125,6 +155,7 @@ class RewardPanel(QWidget):
                 muted=True,
             )
         )
+        ccol.addWidget(self.trust_box)
         ccol.addWidget(self.editor, 2)
         ccol.addWidget(self.compile_note)
         ccol.addLayout(buttons)
@@ -146,9 +177,13 @@ class RewardPanel(QWidget):
         self.editor.textChanged.connect(self._compile_timer.start)
         self.example_button.clicked.connect(self._on_example_clicked)
         self.test_button.clicked.connect(self.test_checker)
+        self.trust_button.clicked.connect(self._on_trust_clicked)
+        self.remove_button.clicked.connect(self._on_remove_clicked)
         model.config_changed.connect(self._on_model_config_changed)
         model.config_replaced.connect(self._load)
+        model.trust_changed.connect(self._on_model_trust_changed)
         self._load()
+        self._on_model_trust_changed(model.checker_trusted())
 
     # -- model -> widgets
 
@@ -186,8 +221,23 @@ class RewardPanel(QWidget):
         self.editor.setPlainText(EXAMPLE_CHECKER)
         self._on_compile_timer_timeout()
 
+    def _on_remove_clicked(self) -> None:
+        self.editor.setPlainText("")
+        self._on_compile_timer_timeout()
+
+    def _on_trust_clicked(self) -> None:
+        self.model.trust_checker()
+
+    def _on_model_trust_changed(self, trusted: bool) -> None:
+        self.trust_box.setVisible(not trusted)
+        self.trust_note.setVisible(not trusted)
+        self.editor.setReadOnly(not trusted)
+        self.test_button.setEnabled(trusted)
+        self.test_button.setToolTip(TEST_TIP if trusted else UNTRUSTED_CHECKER)
+
     def _on_compile_timer_timeout(self) -> None:
-        self.model.set_value("rewards", "custom_checker", self.editor.toPlainText())
+        if self.editor.toPlainText() != self.model.config.rewards.custom_checker:
+            self.model.write_checker(self.editor.toPlainText())  # typed here: the user's code
         self._check_compiles()
 
     def _check_compiles(self) -> bool:
@@ -221,6 +271,9 @@ class RewardPanel(QWidget):
         source = self.editor.toPlainText()
         if not source.strip():
             self.test_status.setText("Write a checker first (or insert the example).")
+            return
+        if not self.model.checker_trusted():
+            self.test_status.setText("Trust the checker first.")
             return
         samples = self.samples()
         timeout = self.model.config.rewards.checker_timeout_s

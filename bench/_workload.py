@@ -1,0 +1,253 @@
+"""The work both sides of bench/vs_trl.py do, defined once: model, prompts, reward, settings.
+
+A `Workload` pins everything that decides the cost of a GRPO step: the model (a randomly
+initialised Llama from `engine.tiny`, "small" ≈ 3M or "medium" ≈ 25M parameters, local char
+tokenizer; or a Qwen2.5-0.5B-shaped model for bench/gpu.py), B prompts × G completions, the
+completion length C (min = max new tokens, so EOS never shortens the work), loss type, β, LoRA r 16
+(optionally on 4-bit weights) or full fine-tuning, the precision and device, one update per batch.
+
+Prompts are "What is the last digit of 17 × 24?" with two-digit factors, so every prompt is the
+same number of tokens and the data order (ours vs TRL's sampler) cannot change the work. The reward is
+our accuracy reward reading the last number (never math-verify, whose cost depends on the random
+text), called as a plain function on both sides: identical, negligible cost. A one-digit answer
+lets a random model score now and then, so groups have some spread and the updates are not zero.
+
+Does not run anything itself: `bench/_workers.py` runs one side, `bench/vs_trl.py` orchestrates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import random
+from dataclasses import dataclass
+from typing import Any
+
+LORA_R, LORA_ALPHA = 16, 32.0
+NUM_PROBLEMS = 512
+
+
+@dataclass
+class Workload:
+    size: str = "small"  # engine.tiny size: small (~3M) or medium (~25M)
+    lora: bool = True
+    B: int = 4  # prompts per step
+    G: int = 8  # completions per prompt
+    C: int = 64  # completion tokens (pinned)
+    steps: int = 3  # timed steps per worker run (after the warm-up steps)
+    warmup: int = 1  # untimed first steps
+    beta: float = 0.04
+    loss_type: str = "grpo"
+    learning_rate: float = 1e-5
+    seed: int = 0
+    threads: int = 0  # torch threads in the worker; 0 = torch's default
+    gradient_checkpointing: bool = False
+    device: str = "cpu"  # cpu or cuda
+    dtype: str = "float32"  # weights (and TRL's bf16 flag when bfloat16)
+    quant: str = "none"  # none or 4bit (QLoRA; needs lora)
+
+    @property
+    def label(self) -> str:
+        mode = "qlora" if self.quant == "4bit" else "lora" if self.lora else "full"
+        return f"{self.size}/{mode}"
+
+    @property
+    def completions_per_step(self) -> int:
+        return self.B * self.G
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.B * self.G * self.C
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Workload:
+        return cls(**json.loads(text))
+
+
+def problems(n: int = NUM_PROBLEMS, seed: int = 0) -> list[dict[str, str]]:
+    """n questions on two-digit products: all prompts tokenize to the same length."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        a, b = rng.randint(10, 99), rng.randint(10, 99)
+        rows.append(
+            {"question": f"What is the last digit of {a} × {b}?", "answer": str(a * b % 10)}
+        )
+    return rows
+
+
+def cache_dir() -> str:
+    root = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
+    return os.path.join(root, "grpo-desktop", "bench")
+
+
+# Qwen2.5-0.5B's shape: hidden, layers, heads, kv heads, intermediate, vocab (random weights).
+QWEN_05B = (896, 24, 14, 2, 4864, 151936)
+
+
+def model_dir(size: str, seed: int = 0) -> str:
+    """The benchmark model of `size`, built once (random weights, seeded) and cached: an
+    engine.tiny size (micro, tiny, small ≈ 3M, medium ≈ 25M; Llama) or qwen2.5-0.5b."""
+    arch = "qwen2" if size == "qwen2.5-0.5b" else "llama"
+    folder = os.path.join(cache_dir(), f"{size}-{arch}-seed{seed}")
+    if not os.path.isfile(os.path.join(folder, "config.json")):
+        if size == "qwen2.5-0.5b":
+            _build_qwen_shaped(folder, seed)
+        else:
+            from grpo_desktop.engine.tiny import build_tiny_model
+
+            build_tiny_model(folder, size, seed=seed, arch="llama")
+    return folder
+
+
+def _build_qwen_shaped(folder: str, seed: int) -> None:
+    """A Qwen2 model with Qwen2.5-0.5B's shape and random weights, saved in bfloat16, with the
+    local char tokenizer padded to the model's vocabulary (filler tokens decode as "[id]", so any
+    sampled id decodes)."""
+    import torch
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config
+
+    from grpo_desktop.engine import tiny
+
+    hidden, layers, heads, kv, inter, vocab_size = QWEN_05B
+    names = tiny.SPECIAL_TOKENS + tiny.TAG_TOKENS + tiny.CHARS
+    names += [f"[{i}]" for i in range(len(names), vocab_size)]
+    core = Tokenizer(models.WordLevel({t: i for i, t in enumerate(names)}, unk_token="<|unk|>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="<|pad|>", unk_token="<|unk|>", eos_token="<|end|>"
+    )
+    tok.add_special_tokens({"additional_special_tokens": tiny.SPECIAL_TOKENS[3:]})
+    tok.chat_template = tiny.CHAT_TEMPLATE
+    tok.padding_side = "left"
+    config = Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        intermediate_size=inter,
+        max_position_embeddings=32768,
+        rope_theta=1_000_000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    os.makedirs(folder, exist_ok=True)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+
+
+def dataset_file(seed: int = 0) -> str:
+    """The prompts as JSONL (question/answer columns) for our engine's file source."""
+    text = "".join(json.dumps(row) + "\n" for row in problems(seed=seed))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    path = os.path.join(cache_dir(), f"problems-{digest}.jsonl")
+    if not os.path.isfile(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    return path
+
+
+def reward_texts(completions: list[str], answers: list[str]) -> list[float | None]:
+    """The reward both sides compute: our accuracy reward on the last number of the text."""
+    from grpo_desktop.engine.rewards import accuracy_reward
+
+    return accuracy_reward(completions, answers, mode="last_number")
+
+
+def our_config(w: Workload, model: str, data: str) -> Any:
+    """Our TrainConfig for the workload: no eval, no checkpoint I/O in the timed steps."""
+    from grpo_desktop.engine.config import TrainConfig
+
+    return TrainConfig().replace(
+        model={
+            "name_or_path": model,
+            "dtype": w.dtype,
+            "device": w.device,
+            "gradient_checkpointing": w.gradient_checkpointing,
+        },
+        lora={"enabled": w.lora, "r": LORA_R, "alpha": LORA_ALPHA, "dropout": 0.0},
+        quantization={"mode": w.quant},
+        data={"source": "file", "path": data, "system_prompt": "", "eval_size": 0},
+        rewards={"accuracy_weight": 1.0, "format_weight": 0.0, "answer_extraction": "last_number"},
+        algorithm={
+            "num_generations": w.G,
+            "prompts_per_step": w.B,
+            "max_completion_length": w.C,
+            "min_completion_length": w.C,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "learning_rate": w.learning_rate,
+            "lr_scheduler": "constant",
+            "beta": w.beta,
+            "loss_type": w.loss_type,
+            "scale_rewards": "group",
+            "std_type": "sample",  # as TRL
+            "num_iterations": 1,
+            "micro_batch_size": 0,
+        },
+        run={
+            "max_steps": w.warmup + w.steps,
+            "seed": w.seed,
+            "eval_every": 0,
+            "checkpoint_every": 1_000_000,
+            "checkpoint_minutes": 0.0,
+        },
+    )
+
+
+def trl_args(w: Workload, output_dir: str) -> dict[str, Any]:
+    """GRPOConfig keyword arguments doing the same work as `our_config` (TRL 1.16 semantics:
+    per_device_train_batch_size counts completions; with gradient_accumulation_steps 1 the
+    generation batch is B·G completions and there is one optimizer step per generation batch)."""
+    return dict(
+        output_dir=output_dir,
+        per_device_train_batch_size=w.B * w.G,
+        num_generations=w.G,
+        gradient_accumulation_steps=1,
+        num_iterations=1,
+        max_completion_length=w.C,
+        generation_kwargs={"min_new_tokens": w.C},
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,  # no top-k: the full distribution, as ours
+        beta=w.beta,
+        use_bias_correction_kl=False,  # plain k3, as ours
+        loss_type=w.loss_type,
+        scale_rewards="group",
+        learning_rate=w.learning_rate,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        max_steps=w.warmup + w.steps,
+        use_cpu=w.device == "cpu",
+        bf16=w.dtype == "bfloat16",
+        fp16=False,
+        gradient_checkpointing=w.gradient_checkpointing,
+        report_to="none",
+        save_strategy="no",
+        eval_strategy="no",
+        logging_steps=1,
+        disable_tqdm=True,
+        log_completions=False,
+        dataloader_num_workers=0,
+        seed=w.seed,
+    )

@@ -1,0 +1,182 @@
+"""GRPO Desktop's engine against TRL's GRPOTrainer on a CUDA GPU: a Qwen2.5-0.5B-shaped model.
+
+    python bench/gpu.py                      # bf16 LoRA and 4-bit QLoRA, G = 8, 256 tokens
+    python bench/gpu.py --json gpu.json --rounds 3
+    python bench/gpu.py --dry-run-cpu        # the same code path on the CPU with a tiny model
+
+The model has Qwen2.5-0.5B's shape (24 layers, hidden 896, 14/2 heads, vocab 151936) and random
+weights; the tokenizer is the local char tokenizer padded to that vocabulary, so nothing is
+downloaded. Both sides get the same work as in bench/vs_trl.py (B prompts × G = 8 completions of
+exactly 256 tokens, LoRA r 16 on all linear layers, β 0.04, one update per batch), in bf16, once
+with bf16 base weights and once with 4-bit NF4 base weights (QLoRA). Each side runs in its own
+process, alternating, and reports:
+
+- seconds per step (median of the timed steps; target: ours ≤ 0.5 × TRL's),
+- peak `torch.cuda.max_memory_allocated` (target: ours ≤ TRL's),
+- decode tokens/s (completion tokens ÷ generation time) and the decode step time (generation time
+  ÷ 256) against its floor, the weight bytes ÷ the measured memory bandwidth (a device-to-device
+  copy): every decode step reads every weight once (target: within 5 × the floor).
+
+Writes everything as JSON (`--json`, default gpu_results.json). Without CUDA it stops at once with
+a message; `--dry-run-cpu` runs the whole path on the CPU with the "tiny" model, 8 tokens and one
+timed step, to check the script, not to measure anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _workload import Workload, dataset_file, model_dir  # noqa: E402
+from vs_trl import run_side, summarise  # noqa: E402
+
+
+def memory_bandwidth(device: str, mib: int = 1024, repeats: int = 10) -> float:
+    """Bytes per second of a device-to-device copy (read + write), best of `repeats`."""
+    import torch
+
+    src = torch.empty(mib * 2**20, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    best = float("inf")
+    for _ in range(repeats + 1):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t0)
+    return 2 * src.numel() / best
+
+
+def gpu_metrics(res: dict, w: Workload, bandwidth: float) -> dict:
+    """Decode speed and floor per side, and the targets, added to a vs_trl summary."""
+    out = {"bandwidth_gb_s": bandwidth / 1e9}
+    for side in ("ours", "trl"):
+        runs = res["runs"][side]
+        gen = statistics.median(t for r in runs for t in r["generate_times"])
+        weight_bytes = runs[0].get("weight_bytes")
+        step = gen / w.C
+        floor = weight_bytes / bandwidth if weight_bytes else float("nan")
+        out[side] = {
+            "generate_s": gen,
+            "decode_tokens_per_s": w.tokens_per_step / gen,
+            "decode_step_ms": 1000 * step,
+            "decode_floor_ms": 1000 * floor,
+            "decode_vs_floor": step / floor,
+            "weight_bytes": weight_bytes,
+            "peak_cuda_mb": max(r.get("peak_cuda_mb", float("nan")) for r in runs),
+        }
+    out["step_ratio"] = res["ours"]["median_s"] / res["trl"]["median_s"]
+    out["memory_ratio"] = out["ours"]["peak_cuda_mb"] / out["trl"]["peak_cuda_mb"]
+    out["targets"] = {
+        "step_time <= 0.5 x TRL": out["step_ratio"] <= 0.5,
+        "peak memory <= TRL": out["memory_ratio"] <= 1.0,
+        "decode within 5 x floor": out["ours"]["decode_vs_floor"] <= 5.0,
+    }
+    return out
+
+
+def format_table(results: list[dict]) -> str:
+    lines = [
+        "| config | side | s/step | peak CUDA MB | decode tok/s | decode step ms | floor ms | "
+        "× floor |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for res in results:
+        g = res["gpu"]
+        for side in ("ours", "trl"):
+            d = g[side]
+            lines.append(
+                f"| {res['label']} | {side} | {res[side]['median_s']:.3f} | "
+                f"{d['peak_cuda_mb']:.0f} | {d['decode_tokens_per_s']:.0f} | "
+                f"{d['decode_step_ms']:.2f} | {d['decode_floor_ms']:.2f} | "
+                f"{d['decode_vs_floor']:.1f} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dry-run-cpu", action="store_true", help="tiny model on the CPU: checks only")
+    p.add_argument("--modes", default="lora,qlora")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--B", type=int, default=4)
+    p.add_argument("--G", type=int, default=8)
+    p.add_argument("--C", type=int, default=256)
+    p.add_argument("--timeout", type=float, default=1200.0)
+    p.add_argument("--json", default="gpu_results.json")
+    args = p.parse_args(argv)
+
+    import torch
+
+    dry = args.dry_run_cpu
+    if not dry and not torch.cuda.is_available():
+        print(
+            "bench/gpu.py needs a CUDA GPU and PyTorch sees none (torch "
+            f"{torch.__version__}). Run it on a CUDA machine, or check the script here with "
+            "--dry-run-cpu.",
+            file=sys.stderr,
+        )
+        return 2
+    device = "cpu" if dry else "cuda"
+    size, dtype = ("tiny", "float32") if dry else ("qwen2.5-0.5b", "bfloat16")
+    C, steps, warmup = (8, 1, 1) if dry else (args.C, args.steps, args.warmup)
+    rounds = 1 if dry else args.rounds
+    model_dir(size)
+    dataset_file()
+    bandwidth = memory_bandwidth(device, mib=64 if dry else 1024)
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    results = []
+    for mode in args.modes.split(","):
+        w = Workload(
+            size=size,
+            lora=True,
+            B=args.B,
+            G=args.G,
+            C=C,
+            steps=steps,
+            warmup=warmup,
+            device=device,
+            dtype=dtype,
+            quant="4bit" if mode == "qlora" else "none",
+        )
+        runs: dict[str, list[dict]] = {"ours": [], "trl": []}
+        for r in range(rounds):
+            for side in ("ours", "trl") if r % 2 == 0 else ("trl", "ours"):
+                t0 = time.perf_counter()
+                runs[side].append(run_side(side, w, args.timeout))
+                log(f"  {w.label} round {r + 1} {side}: {time.perf_counter() - t0:.0f} s")
+        res = summarise(w, runs, [os.getloadavg()[0]])
+        res["runs"] = runs
+        res["gpu"] = gpu_metrics(res, w, bandwidth)
+        results.append(res)
+
+    name = "CPU dry run (tiny model: no meaning)" if dry else torch.cuda.get_device_name()
+    print(f"{name}; B={args.B} G={args.G} C={C}; {dtype}; bandwidth {bandwidth / 1e9:.0f} GB/s")
+    print(format_table(results))
+    for res in results:
+        g = res["gpu"]
+        print(
+            f"{res['label']}: step ours/TRL {g['step_ratio']:.2f}, peak memory ours/TRL "
+            f"{g['memory_ratio']:.2f}, targets {json.dumps(g['targets'])}"
+        )
+    with open(args.json, "w", encoding="utf-8") as fh:
+        json.dump({"device": name, "dry_run": dry, "results": results}, fh, indent=1)
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
