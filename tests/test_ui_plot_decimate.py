@@ -154,6 +154,10 @@ def test_follow_range_moves_only_when_the_run_outgrows_it():
     assert lo == pytest.approx(1 - 19.98) and hi == pytest.approx(1000 + 3 * 19.98)
     assert follow_range(1, 1010, (lo, hi)) is None  # 10 more steps still fit
     assert follow_range(1, 1055, (lo, hi)) is not None  # less than half a pad left
+    # Steps 1..21 early in a run: pad 0.5, room a quarter of the 20 steps = 5.
+    assert follow_range(1, 21, (0.0, 1.0)) == (0.5, 26.0)
+    assert follow_range(1, 25, (0.5, 26.0)) is None  # the x axis stays for 4 more steps
+    assert follow_range(1, 26, (0.5, 26.0)) == (0.5, 32.25)  # room = 25 / 4
 
 
 def test_round_axis_limits_grow_at_once_and_shrink_only_well_inside():
@@ -167,5 +171,5 @@ def test_round_axis_limits_grow_at_once_and_shrink_only_well_inside():
         40.0,
     ]
     assert sticky_limit(None, 3.3) == 4.0
-    assert sticky_limit(4.0, 3.9) == 4.0 and sticky_limit(4.0, 1.7) == 4.0  # over 40 % of 4
-    assert sticky_limit(4.0, 4.2) == 5.0 and sticky_limit(4.0, 1.5) == 1.5
+    assert sticky_limit(4.0, 3.9) == 4.0 and sticky_limit(4.0, 2.1) == 4.0  # over half of 4
+    assert sticky_limit(4.0, 4.2) == 5.0 and sticky_limit(4.0, 1.7) == 2.0

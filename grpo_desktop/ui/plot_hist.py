@@ -32,8 +32,8 @@ def nice_ceiling(value: float) -> float:
 
 def sticky_limit(current: float | None, needed: float) -> float:
     """An axis limit that grows at once to a round number but is kept while the data needs
-    more than 40 % of it: the axis (and its grid) is then laid out again only now and then."""
-    if current is not None and 0.4 * current < needed <= current:
+    more than half of it: the axis (and its grid) is then laid out again only now and then."""
+    if current is not None and 0.5 * current < needed <= current:
         return current
     return nice_ceiling(needed)
 

@@ -313,14 +313,16 @@ class StepPlot:
 def follow_range(lo: float, hi: float, current: tuple[float, float]) -> tuple[float, float] | None:
     """The x range that shows steps lo..hi while a run grows, or None to keep `current`.
 
-    A new range leaves room for a few more steps on the right (3 pads of 2 % of the run), and
-    `current` is kept while the run fits in it with between half a pad and four pads to spare:
-    every new range re-lays every axis and grid and moves every curve, half the repaint."""
+    A new range leaves room on the right for the next steps (3 pads of 2 % of the run, or a
+    quarter of it, up to 10 steps, early on), and `current` is kept while the run fits in it
+    with at least half a pad to spare: every new range re-lays every axis and grid and moves
+    every curve, a full repaint."""
     pad = max(0.5, (hi - lo) * 0.02)
+    room = max(3 * pad, min(10.0, 0.25 * (hi - lo)))
     left, right = current
-    if lo - 2 * pad <= left <= lo - pad / 2 and hi + pad / 2 <= right <= hi + 4 * pad:
+    if lo - 2 * pad <= left <= lo - pad / 2 and hi + pad / 2 <= right <= hi + room + pad:
         return None
-    return lo - pad, hi + 3 * pad
+    return lo - pad, hi + room
 
 
 class ClippedAxis(pg.AxisItem):
