@@ -4,6 +4,7 @@ the real window, and how long redrawing every plot takes with 10,000 steps of hi
     python bench/gui_latency.py                      # both parts, about a minute on 2 idle cores
     python bench/gui_latency.py --skip-training      # the redraw part only (~15 s)
     python bench/gui_latency.py --steps 30 --history 10000 --redraws 20 --json gui.json
+    python bench/gui_latency.py --wait-load 2        # first wait for a quieter machine
 
 Part 1, stalls: the real main window (`create_main_window`, offscreen, 1400 × 900, the app's GIL
 switch interval; session, settings and runs in a temporary folder) on the demo settings made
@@ -360,7 +361,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-redraw", action="store_true", help="only the stall part")
     parser.add_argument("--timeout", type=float, default=300.0, help="part 1 time limit (s)")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--wait-load", type=float, help="first wait (up to 10 min) for a 1-minute load below this"
+    )
     args = parser.parse_args(argv)
+    if args.wait_load is not None:
+        deadline = time.monotonic() + 600
+        while load() >= args.wait_load and time.monotonic() < deadline:
+            time.sleep(5)
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers, in the run
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)  # as the app does (grpo_desktop.ui.app)
