@@ -13,7 +13,7 @@ from grpo_desktop.engine.events import StepMetrics
 from grpo_desktop.session.history import RunHistory
 from grpo_desktop.ui.plot_decimate import MeanDecimator, MinMaxDecimator, bucket_size, ema
 from grpo_desktop.ui.plot_hist import nice_ceiling, sticky_limit
-from grpo_desktop.ui.plot_kit import follow_range
+from grpo_desktop.ui.plot_kit import follow_range, sticky_range
 
 
 def test_bucket_size_gives_between_one_and_two_buckets_per_pixel():
@@ -173,3 +173,13 @@ def test_round_axis_limits_grow_at_once_and_shrink_only_well_inside():
     assert sticky_limit(None, 3.3) == 4.0
     assert sticky_limit(4.0, 3.9) == 4.0 and sticky_limit(4.0, 2.1) == 4.0  # over half of 4
     assert sticky_limit(4.0, 4.2) == 5.0 and sticky_limit(4.0, 1.7) == 2.0
+
+
+def test_y_ranges_get_round_limits_and_move_only_when_the_data_outgrows_them():
+    # Data 0.23..1.47: span 1.24, a quarter 0.31 -> step 0.5; 2 % margin 0.0248 -> [0, 1.5].
+    assert sticky_range(0.23, 1.47, (0.0, 1.0)) == pytest.approx((0.0, 1.5))
+    assert sticky_range(0.21, 1.49, (0.0, 1.5)) is None  # still inside and over half of it
+    assert sticky_range(0.21, 1.52, (0.0, 1.5)) == pytest.approx((0.0, 2.0))  # outgrown
+    assert sticky_range(0.9, 1.2, (0.0, 2.0)) is not None  # fills 15 %: fit it again
+    assert sticky_range(3.0, 3.0, (0.0, 1.0)) == (1.5, 4.5)  # constant: ±half its value
+    assert sticky_range(0.0, 0.0, (-1.0, 1.0)) is None  # constant 0: ±1, already there

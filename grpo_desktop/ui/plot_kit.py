@@ -2,7 +2,7 @@
 what keeps a repaint cheap.
 
 `StepPlot` wraps a pyqtgraph PlotItem whose x axis is the training step: it holds one
-PlotDataItem per series and optional bands (a FillBetweenItem between two hidden curves), reads
+PlotDataItem per series and optional bands (a filled outline between two hidden curves), reads
 its data from a `RunHistory` and redraws with `setData` only when asked (the view's timer) and
 only the curves whose data, smoothing, visible window or width changed (`Curve`). What a curve
 draws is decimated to one or two min/max buckets per pixel (`plot_decimate`), kept
@@ -21,6 +21,7 @@ No Qt widgets here beyond pyqtgraph items; the layout is in plots.py.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsScene
 
 from grpo_desktop.ui.plot_decimate import MinMaxDecimator, ema
 
@@ -162,7 +163,7 @@ class Curve:
         and wide pens on the noisy curves 4 ms."""
         pen = self.item.opts["pen"]
         sparse = len(x) <= ANTIALIAS_MAX_PER_PIXEL * width
-        if pen is not None:
+        if pen is not None and pen.style() != Qt.PenStyle.NoPen:
             if self.pen_width is None:
                 self.style, self.pen_width = pen.style(), pen.widthF()
             travel = 0.0 if sparse else self._travel(y, width)
@@ -204,7 +205,7 @@ class Band:
     lower: Callable  # history -> (x, y)
     upper: Callable
     curves: tuple
-    fill: pg.FillBetweenItem
+    fill: QGraphicsPathItem
     smooth: bool = True
     edges: tuple[Curve, Curve] | None = None
 
@@ -258,12 +259,16 @@ class StepPlot:
         return s
 
     def add_band(self, key: str, lower: Callable, upper: Callable, color: str) -> Band:
+        # The edges hold the data (no pen: never drawn); the fill's path is made from their
+        # data in one go (`fill_path`). (A FillBetweenItem linked to pen-less curves got empty
+        # paths from them: the band never showed.)
         curves = tuple(pg.PlotDataItem([], [], pen=None, connect="finite") for _ in range(2))
         for c in curves:
             _fast(c)
-        fill = pg.FillBetweenItem(curves[0], curves[1], brush=brush(color))
-        for c in curves:
-            self.plot.addItem(c)  # drawn with no pen: they only give the fill its edges and bounds
+            self.plot.addItem(c)
+        fill = QGraphicsPathItem()  # a plain Qt item: painting it calls no Python
+        fill.setBrush(brush(color))
+        fill.setPen(pg.mkPen(None))
         self.plot.addItem(fill, ignoreBounds=True)
         fill.setZValue(-10)
         b = Band(key, lower, upper, curves, fill)
@@ -276,6 +281,14 @@ class StepPlot:
         self.bands.append(b)
         return b
 
+    def clear(self) -> None:
+        for s in self.series:
+            s.curve.clear()
+        for b in self.bands:
+            for edge in b.edges:
+                edge.clear()
+            b.fill.setPath(fill_path(None, None))
+
     def redraw(self, history, smoother: Smoother, width: int = 400, x_range=None) -> bool:
         """Push new data to the curves that need it; `x_range` is the visible (lo, hi) steps when
         zoomed in (None: the whole run). True when anything was redrawn."""
@@ -283,17 +296,20 @@ class StepPlot:
         for s in self.series:
             changed |= s.curve.update(history, smoother, width, x_range)
         for b in self.bands:
-            for edge in b.edges:
-                changed |= edge.update(history, smoother, width, x_range)
+            moved = [edge.update(history, smoother, width, x_range) for edge in b.edges]
+            if any(moved):
+                b.fill.setPath(fill_path(b.edges[0].drawn, b.edges[1].drawn))
+                changed = True
         return changed
 
     def data_range(self) -> tuple[float, float] | None:
-        """(min, max) of the finite values drawn (decimation keeps every bucket's extremes, so
-        this is the range of the visible data)."""
+        """(min, max) of the finite values drawn, bands included (decimation keeps every
+        bucket's extremes, so this is the range of the visible data)."""
         lo, hi = np.inf, -np.inf
-        for s in self.series:
-            if s.curve.drawn is not None and len(s.curve.drawn[1]):
-                y = s.curve.drawn[1]
+        curves = [s.curve for s in self.series] + [e for b in self.bands for e in b.edges]
+        for curve in curves:
+            if curve.drawn is not None and len(curve.drawn[1]):
+                y = curve.drawn[1]
                 lo, hi = (
                     min(lo, np.nanmin(y, initial=np.inf)),
                     max(hi, np.nanmax(y, initial=-np.inf)),
@@ -311,6 +327,18 @@ class StepPlot:
         return ", ".join(parts)
 
 
+def fill_path(lower, upper) -> pg.QtGui.QPainterPath:
+    """The closed outline between two drawn edges (x, y): along the lower one, back along the
+    upper one."""
+    if lower is None or upper is None or len(lower[0]) < 2 or len(upper[0]) < 2:
+        return pg.QtGui.QPainterPath()
+    x = np.concatenate([lower[0], upper[0][::-1]])
+    y = np.concatenate([lower[1], upper[1][::-1]])
+    path = pg.arrayToQPath(x, y, connect="all")
+    path.closeSubpath()
+    return path
+
+
 def follow_range(lo: float, hi: float, current: tuple[float, float]) -> tuple[float, float] | None:
     """The x range that shows steps lo..hi while a run grows, or None to keep `current`.
 
@@ -324,6 +352,26 @@ def follow_range(lo: float, hi: float, current: tuple[float, float]) -> tuple[fl
     if lo - 2 * pad <= left <= lo - pad / 2 and hi + pad / 2 <= right <= hi + room + pad:
         return None
     return lo - pad, hi + room
+
+
+def sticky_range(lo: float, hi: float, current: tuple[float, float]) -> tuple[float, float] | None:
+    """The y range for data in lo..hi, or None to keep `current`.
+
+    A new range has round limits (multiples of a 1-2-5 step, about a quarter of the data's span,
+    with 2 % of margin), and `current` is kept while it holds the data and the data fills more
+    than half of it: the axis and its grid are then laid out again only when the data crosses a
+    round number, not at every step. A constant series gets ±half its value (±1 at 0)."""
+    if hi - lo <= 1e-9 * max(1.0, abs(hi)):  # pyqtgraph would show a meaningless ±0.5
+        half = abs(hi) * 0.5 if hi else 1.0
+        new = (hi - half, hi + half)
+        return None if np.allclose(current, new, rtol=1e-9, atol=1e-12) else new
+    left, right = current
+    if left <= lo and hi <= right and hi - lo > 0.5 * (right - left):
+        return None
+    margin = 0.02 * (hi - lo)
+    step = 10.0 ** math.floor(math.log10((hi - lo) / 4))
+    step *= next(m for m in (1, 2, 5, 10) if m * step >= (hi - lo) / 4 * (1 - 1e-9))
+    return math.floor((lo - margin) / step) * step, math.ceil((hi + margin) / step) * step
 
 
 class ClippedAxis(pg.AxisItem):

@@ -7,7 +7,7 @@ is one PlotDataItem updated with `setData` by a 10 Hz timer only when the histor
 burst of events costs one redraw; a new step reaches the plots a few at a time over the next
 ticks (a short stall each instead of one long one), a new run all at once. Curves draw their
 data decimated to the pixels (plot_kit, plot_decimate): with 10,000 steps a full redraw takes
-about 10 ms of CPU (bench/gui_latency.py). Hovering shows the exact values at that step and a
+about 8 ms of CPU (bench/gui_latency.py). Hovering shows the exact values at that step and a
 cursor line on every plot; clicking a point asks the session model to show that step's
 rollouts; right-click a plot to save it as PNG or SVG. The smoothing slider applies a debiased
 EMA to the curves.
@@ -18,6 +18,7 @@ Reads only the session model's `RunHistory`; never touches the worker or other p
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import numpy as np
 import pyqtgraph as pg
@@ -45,6 +46,7 @@ from grpo_desktop.ui.plot_kit import (
     format_value,
     metric,
     metric_sum,
+    sticky_range,
     uncached,
 )
 
@@ -103,7 +105,7 @@ class PlotsView(QWidget):
         self.last_redraw_s = 0.0
         self._parts: set[str] = set()
         self.follow = True  # keep the x range on the whole run until the user zooms or pans
-        self._flat: set[str] = set()  # plots whose y range is set by hand (a constant series)
+        self._auto_y: dict[str, bool] = {}  # plots whose y range follows the data (not zoomed)
 
         self.readout = QLabel(EMPTY_HINT)
         self.readout.setWordWrap(True)
@@ -147,7 +149,9 @@ class PlotsView(QWidget):
         self.fit_button.clicked.connect(self._on_fit_button_clicked)
         self.csv_button.clicked.connect(lambda: self.export_history_csv())
         for sp in self.plots.values():
-            sp.plot.vb.sigRangeChangedManually.connect(self._on_view_range_changed_manually)
+            sp.plot.vb.sigRangeChangedManually.connect(
+                partial(self._on_view_range_changed_manually, sp.name)
+            )
         self._drawn_epoch = -1  # the history epoch drawn (a new run is drawn all at once)
         self._stale: list[str] = []  # plots still to redraw for the latest version, by name
         self._view_timer = QTimer(self, singleShot=True, interval=0)
@@ -249,12 +253,12 @@ class PlotsView(QWidget):
                 sp.plot.setXLink(master)
             if sp.fraction:
                 sp.plot.setYRange(0, 1.02, padding=0)
+            if name != "heat":  # y follows the data with round limits (_fit_y_ranges)
                 sp.plot.enableAutoRange(axis="y", enable=False)
+                self._auto_y[name] = not sp.fraction
             sp.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen("#999999", width=1))
             sp.cursor.setVisible(False)
             sp.plot.addItem(sp.cursor, ignoreBounds=True)
-        for sp in self.plots.values():
-            sp.plot.vb.setAutoVisible(y=True)  # y fits what is shown when zoomed in on x
         for plot in [sp.plot for sp in self.plots.values()] + [self.hist_plot]:
             cache_static(plot)
         for row in range(4):
@@ -294,7 +298,10 @@ class PlotsView(QWidget):
         if self.history.epoch != self._drawn_epoch:
             self.redraw()
         elif self.history.version != self._drawn_version and self._begin_redraw():
-            self._stale = [*self.plots, HISTOGRAMS]
+            # Plots still waiting for the previous version go first: none starves when steps
+            # arrive faster than a round of ticks.
+            rest = [name for name in [*self.plots, HISTOGRAMS] if name not in self._stale]
+            self._stale = self._stale + rest
         batch, self._stale = self._stale[:PLOTS_PER_TICK], self._stale[PLOTS_PER_TICK:]
         if batch:
             self._redraw_some(batch)
@@ -345,15 +352,12 @@ class PlotsView(QWidget):
     def _on_view_timer_timeout(self) -> None:
         if self.history.num_steps and self.isVisible():
             self._redraw_curves()
+            self._fit_y_ranges(list(self.plots.values()))
 
     def _clear(self) -> None:
         self.smoother.reset()
         for sp in self.plots.values():
-            for s in sp.series:
-                s.curve.clear()
-            for b in sp.bands:
-                for edge in b.edges:
-                    edge.clear()
+            sp.clear()
         self.latest_hist.clear()
         self.heat.clear()
         self._stale = []
@@ -380,36 +384,33 @@ class PlotsView(QWidget):
                 master.setXRange(*new, padding=0)
 
     def _fit_y_ranges(self, plots: list[StepPlot]) -> None:
-        """A constant series gets a range around its value instead of pyqtgraph's ±0.5."""
+        """Fit y to the data shown (the visible steps when zoomed in on x), with round limits
+        that change only now and then (`sticky_range`), unless the user moved this plot's y."""
         for sp in plots:
-            name = sp.name
-            if sp.fraction or name == "heat":
-                continue
-            span = sp.data_range()
-            if span is None:
-                continue
-            lo, hi = span
-            if hi - lo <= 1e-9 * max(1.0, abs(hi)):
-                half = abs(hi) * 0.5 if hi else 1.0
-                sp.plot.setYRange(hi - half, hi + half, padding=0)
-                self._flat.add(name)
-            elif name in self._flat:
-                self._flat.discard(name)
-                sp.plot.enableAutoRange(axis="y", enable=True)
+            span = sp.data_range() if self._auto_y.get(sp.name) else None
+            if span is not None:
+                new = sticky_range(*span, tuple(sp.plot.vb.viewRange()[1]))
+                if new is not None:
+                    sp.plot.setYRange(*new, padding=0)
 
-    def _on_view_range_changed_manually(self, *_args) -> None:
+    def _on_view_range_changed_manually(self, name: str, mask) -> None:
         self.follow = False
         self.fit_button.setEnabled(True)
+        if mask is None or (len(mask) > 1 and mask[1]):
+            self._auto_y[name] = False  # the user set this plot's y: keep it
         self._view_timer.start()
 
     def _on_fit_button_clicked(self) -> None:
         self.follow = True
         self.fit_button.setEnabled(False)
         for name, sp in self.plots.items():
-            if not sp.fraction and name not in self._flat:
-                sp.plot.enableAutoRange(axis="y", enable=True)
+            if name in self._auto_y:
+                self._auto_y[name] = not sp.fraction
+            if sp.fraction:
+                sp.plot.setYRange(0, 1.02, padding=0)
         self._fit_x_range()
         self._redraw_curves()  # the whole run again, not the window that was zoomed in on
+        self._fit_y_ranges(list(self.plots.values()))
 
     def _on_smoothing_value_changed(self, value: int) -> None:
         weight = value / 100
