@@ -49,6 +49,9 @@ def run_side(side: str, w: Workload, timeout: float) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", side, "--config", w.to_json()]
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
     env["HF_DATASETS_OFFLINE"] = "1"
+    # Both sides get the OpenMP spin the app sets when grpo_desktop is imported (see
+    # grpo_desktop/__init__.py), whichever imports torch first: the same runtime for both.
+    env.setdefault("GOMP_SPINCOUNT", "1000")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:

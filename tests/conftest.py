@@ -113,6 +113,28 @@ def _running_qthreads(deep: bool) -> list[str]:
     return found
 
 
+@pytest.fixture
+def show_window(qtbot):
+    """Show a MainWindow for a test: `show_window(w)` answers its "stop the run?" and "save
+    changes?" questions (no modal dialogs in tests), shows it and returns it; after the test any
+    run still going is stopped and waited for."""
+    windows = []
+
+    def show(w):
+        w.ask_stop_on_close = lambda: True
+        w.session.ask_save_changes = lambda _name: "discard"
+        qtbot.addWidget(w)
+        w.show()
+        windows.append(w)
+        return w
+
+    yield show
+    for w in windows:
+        if w.model.runner.active:
+            w.model.stop()
+            qtbot.waitUntil(lambda w=w: not w.model.runner.active, timeout=60_000)
+
+
 def fake_events(step: int, total: int, B: int = 2, G: int = 4, error_every: int = 0) -> list:
     """One step of a made-up run: B groups of G rollouts (group 0 has no spread, the others
     alternate 1 and 0, so their advantages are ±1) and its metrics."""

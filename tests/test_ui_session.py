@@ -39,28 +39,17 @@ def settings(tmp_path):
 
 
 @pytest.fixture
-def make_window(qtbot, settings):
-    windows = []
-
+def make_window(show_window, settings):
     def make(train_fn=None, steps: int = N, **kwargs) -> MainWindow:
         w = MainWindow(
             config(steps), train_fn or make_fake_train(), settings=settings, probe_device=False,
             **kwargs,
         )  # fmt: skip
-        w.ask_stop_on_close = lambda: True
-        w.session.ask_save_changes = lambda _name: "discard"
         w.session.ask_trust = _must_not_ask("trust")
         w.session.ask_restore_autosave = _must_not_ask("restore")
-        qtbot.addWidget(w)
-        w.show()
-        windows.append(w)
-        return w
+        return show_window(w)
 
-    yield make
-    for w in windows:
-        if w.model.runner.active:
-            w.model.stop()
-            qtbot.waitUntil(lambda w=w: not w.model.runner.active, timeout=10_000)
+    return make
 
 
 def _must_not_ask(what: str):

@@ -36,24 +36,12 @@ def tiny(model_dir: str):
 
 
 @pytest.fixture
-def make_window(qtbot, tmp_path):
-    windows = []
-
+def make_window(show_window, tmp_path):
     def make(config) -> MainWindow:
         settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-        w = MainWindow(config, settings=settings, probe_device=False)
-        w.ask_stop_on_close = lambda: True
-        w.session.ask_save_changes = lambda _name: "discard"
-        qtbot.addWidget(w)
-        w.show()
-        windows.append(w)
-        return w
+        return show_window(MainWindow(config, settings=settings, probe_device=False))
 
-    yield make
-    for w in windows:
-        if w.model.runner.active:
-            w.model.stop()
-            qtbot.waitUntil(lambda w=w: not w.model.runner.active, timeout=60_000)
+    return make
 
 
 def _crash_after_the_last_checkpoint(run_dir: str) -> tuple[int, int]:

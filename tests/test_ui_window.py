@@ -24,9 +24,7 @@ def config(steps: int = N):
 
 
 @pytest.fixture
-def make_window(qtbot, tmp_path):
-    windows = []
-
+def make_window(show_window, tmp_path):
     def make(train_fn=None, steps: int = N, **kwargs) -> MainWindow:
         settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
         w = MainWindow(
@@ -36,18 +34,9 @@ def make_window(qtbot, tmp_path):
             probe_device=False,
             **kwargs,
         )
-        w.ask_stop_on_close = lambda: True  # no modal questions in tests
-        w.session.ask_save_changes = lambda _name: "discard"
-        qtbot.addWidget(w)
-        w.show()
-        windows.append(w)
-        return w
+        return show_window(w)
 
-    yield make
-    for w in windows:
-        if w.model.runner.active:
-            w.model.stop()
-            qtbot.waitUntil(lambda w=w: not w.model.runner.active, timeout=10_000)
+    return make
 
 
 def run(qtbot, w: MainWindow, final: str = FINISHED) -> None:

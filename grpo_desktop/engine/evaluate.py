@@ -20,13 +20,9 @@ from grpo_desktop.engine.rollout import generate_completions, tokenize_prompts
 EVAL_BATCH = 64
 
 
-def evaluate(
-    policy, examples: list[Example], cfg: TrainConfig, step: int, n_samples: int = 4
-) -> EvalResult:
-    r = cfg.rewards
-    correct = formatted = 0.0
-    lengths: list[float] = []
-    samples = []
+def _answer_batches(policy, examples: list[Example], cfg: TrainConfig, **sampling):
+    """Yield (examples, completions) per batch of EVAL_BATCH problems: each prompt built as in
+    training and answered once with `sampling` (greedy=True, or temperature and top_p)."""
     for start in range(0, len(examples), EVAL_BATCH):
         batch = examples[start : start + EVAL_BATCH]
         texts = [build_prompt(policy.tokenizer, ex.problem, cfg.data.system_prompt) for ex in batch]
@@ -40,8 +36,19 @@ def evaluate(
                 ids,
                 mask,
                 max_new_tokens=cfg.algorithm.max_completion_length,
-                greedy=True,
+                **sampling,
             )
+        yield batch, comps
+
+
+def evaluate(
+    policy, examples: list[Example], cfg: TrainConfig, step: int, n_samples: int = 4
+) -> EvalResult:
+    r = cfg.rewards
+    correct = formatted = 0.0
+    lengths: list[float] = []
+    samples = []
+    for batch, comps in _answer_batches(policy, examples, cfg, greedy=True):
         answers = [ex.answer for ex in batch]
         acc = accuracy_reward(
             comps.texts,
@@ -82,20 +89,6 @@ def sampled_format_rate(
     Seed torch first for a repeatable number."""
     r = cfg.rewards
     formatted = 0.0
-    for start in range(0, len(examples), EVAL_BATCH):
-        batch = examples[start : start + EVAL_BATCH]
-        texts = [build_prompt(policy.tokenizer, ex.problem, cfg.data.system_prompt) for ex in batch]
-        ids, mask = tokenize_prompts(
-            policy.tokenizer, texts, cfg.data.max_prompt_length, policy.device
-        )
-        comps = generate_completions(
-            policy.model,
-            policy.tokenizer,
-            ids,
-            mask,
-            max_new_tokens=cfg.algorithm.max_completion_length,
-            temperature=temperature,
-            top_p=1.0,
-        )
+    for _batch, comps in _answer_batches(policy, examples, cfg, temperature=temperature, top_p=1.0):
         formatted += sum(format_reward(comps.texts, think_tag=r.think_tag, answer_tag=r.answer_tag))
     return formatted / max(len(examples), 1)

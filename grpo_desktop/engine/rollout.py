@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from grpo_desktop.engine.sampler import lora_merged, prompt_runs, sample_tokens
+from grpo_desktop.engine.sampler import CACHE, lora_merged, out_cache, prompt_runs, sample_tokens
 
 LOGITS_BUDGET = 2**25  # elements of (rows, C, V) float logits materialised at once (~128 MB fp32)
 
@@ -202,7 +202,7 @@ def _logits_sharing_prompts(model, prompt_ids, attention, position_ids, completi
             use_cache=True,
             logits_to_keep=1,
         )
-        cache = getattr(out, "past_key_values", None)
+        cache = out_cache(out)
         if cache is None or not hasattr(cache, "batch_select_indices"):
             return None
         cache.batch_select_indices(owner)  # (U, ...) -> (n, ...) per layer
@@ -213,8 +213,8 @@ def _logits_sharing_prompts(model, prompt_ids, attention, position_ids, completi
             input_ids=completion_ids[:, :-1],
             attention_mask=attention[:, :-1],
             position_ids=position_ids[:, P:-1],
-            past_key_values=cache,
             use_cache=True,
+            **{CACHE: cache},
         ).logits  # (n, C - 1, V)
     except TypeError:  # a forward without position_ids / logits_to_keep / a cache
         return None

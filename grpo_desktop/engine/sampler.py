@@ -19,11 +19,30 @@ Models whose forward does not accept these arguments (some remote-code models) f
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 
 import torch
 
 SYNC_EVERY_CUDA = 8  # check "all rows finished" every k tokens on GPU (each check is a sync)
+
+
+def _cache_keyword() -> str:
+    """The name of the key/value cache in a forward call and its output: transformers 5 calls it
+    `cache` (and warns that `past_key_values` goes away in 5.40); earlier releases only know
+    `past_key_values`."""
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    names = {f.name for f in dataclasses.fields(CausalLMOutputWithPast)}
+    return "cache" if "cache" in names else "past_key_values"
+
+
+CACHE = _cache_keyword()
+
+
+def out_cache(out):
+    """The key/value cache a forward call returned (None when it returned none)."""
+    return getattr(out, CACHE, None)
 
 
 def _top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -83,10 +102,10 @@ def sample_tokens(
             input_ids=nxt.unsqueeze(1),
             attention_mask=attention,
             position_ids=next_pos,
-            past_key_values=cache,
             use_cache=True,
+            **{CACHE: cache},
         )
-        cache = out.past_key_values
+        cache = out_cache(out)
         last_logits = out.logits[:, -1, :]  # (N, V)
         next_pos = next_pos + 1
     return torch.stack(tokens, dim=1)  # (N, C)
@@ -118,7 +137,7 @@ def _prefill(model, prompt_ids, attention, positions):
             use_cache=True,
             logits_to_keep=1,
         )
-        cache = out.past_key_values
+        cache = out_cache(out)
         if hasattr(cache, "batch_select_indices"):
             cache.batch_select_indices(owner)  # (U, ...) -> (N, ...) per layer
             return out.logits[owner, -1, :], cache
@@ -129,7 +148,7 @@ def _prefill(model, prompt_ids, attention, positions):
         use_cache=True,
         logits_to_keep=1,
     )
-    return out.logits[:, -1, :], out.past_key_values
+    return out.logits[:, -1, :], out_cache(out)
 
 
 def _mergeable_lora_layers(model) -> list:
