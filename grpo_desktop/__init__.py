@@ -1,5 +1,6 @@
 """GRPO Desktop: fine-tune a language model with GRPO on your own workstation and watch it learn."""
 
+import logging
 import os
 
 __version__ = "0.1.0"
@@ -11,3 +12,7 @@ __version__ = "0.1.0"
 # also avoids the collapse but was about 1.5x slower on free cores. Set before torch loads its
 # OpenMP runtime (importing this package comes first); a value the user set wins.
 os.environ.setdefault("GOMP_SPINCOUNT", "1000")
+
+# bitsandbytes warns when it is imported (by peft too) that it cannot fetch an optional CPU kernel
+# from the hub; this app never downloads kernels at run time, so the warning is only noise.
+logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import logging
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -23,9 +22,6 @@ from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.errors import ModelError
 
 BUILTIN_PREFIX = "builtin:"
-# bitsandbytes warns at import that it cannot fetch an optional CPU kernel from the hub; this app
-# never downloads kernels at run time, so the warning is only noise in the user's log.
-logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
 
 
 @dataclass
