@@ -172,3 +172,32 @@ def test_the_gui_latency_bench_runs_and_the_event_loop_paints_every_redraw(tmp_p
     r = json.loads(out.read_text())["redraw"]
     assert r["history_steps"] == 300 and r["median"]["n"] == 2
     assert r["event_loop"]["without_paint"] == 0  # each timed redraw was followed by a paint
+
+
+def test_titles_name_the_series_and_the_kl_plot_says_why_it_is_empty(qtbot):
+    model = Model()
+    v = PlotsView(model)
+    qtbot.addWidget(v)
+    v.show()
+    v.timer.stop()
+    rng = np.random.default_rng(0)
+    assert not v.kl_note.isVisible()
+    model.history.append(RunStarted("a", {"algorithm": {"beta": 0.0}}, 0, 3, "cpu", "m"))
+    for s in (1, 2, 3):
+        m = step(s, rng)
+        del m.metrics["kl"]  # the engine logs no KL when beta is 0
+        model.history.append(m)
+    v.redraw()
+    assert v.kl_note.isVisible() and "β = 0" in v.kl_note.toPlainText()
+    title = v.plots["reward"].plot.titleLabel.text  # the reward part got its key in the title
+    assert title.startswith("Reward") and "reward</span>" in title and "accuracy</span>" in title
+    assert v.plots["reward"].plot.legend is None  # no legend box over the data
+    v.resize(940, 620)
+    qtbot.waitExposed(v)
+    qtbot.wait(50)
+    widths = {round(sp.plot.geometry().width()) for sp in v.plots.values()}
+    assert max(widths) - min(widths) <= 2, widths  # long titles do not squeeze other columns
+    model.history.append(RunStarted("b", {"algorithm": {"beta": 0.04}}, 0, 3, "cpu", "m"))
+    model.history.append(step(1, rng))
+    v.redraw()
+    assert not v.kl_note.isVisible()

@@ -220,6 +220,23 @@ class StepPlot:
     bands: list[Band] = field(default_factory=list)
     fraction: bool = False
     cursor: pg.InfiniteLine | None = None
+    title: str = ""
+
+    def show_key(self) -> None:
+        """Name the series after the title, each in its colour and line style: a legend box
+        inside the plot would hide the data under it."""
+        keys = []
+        for s in self.series:
+            p = s.item.opts["pen"]
+            if s.item.opts.get("symbol"):
+                mark = {"t": "▼", "s": "■"}.get(s.item.opts["symbol"], "●")
+            else:
+                mark = "╌╌" if p.style() == Qt.PenStyle.DashLine else "━━"
+            keys.append(f"<span style='color:{p.color().name()}'>{mark}&nbsp;{s.label}</span>")
+        key = "&nbsp;&nbsp;".join(keys)
+        set_title(
+            self.plot, f"{self.title}&nbsp;&nbsp;&nbsp;<span style='font-size:8pt'>{key}</span>"
+        )
 
     def add_series(
         self,
@@ -325,6 +342,27 @@ class StepPlot:
             if len(hits) and np.isfinite(y[hits[-1]]):
                 parts.append(f"{s.label} {format_value(float(y[hits[-1]]))}")
         return ", ".join(parts)
+
+
+def set_title(plot: pg.PlotItem, html: str) -> None:
+    """Set a plot's title without letting its width widen the plot's column. pyqtgraph makes a
+    title's text width its minimum and preferred width (`LabelItem.updateMin`, run on every
+    change of the text), so plots with long titles (a key of their series) would squeeze the
+    others: the label's own hook is wrapped once to report no width."""
+    label = plot.titleLabel
+    if not getattr(label, "_narrow", False):
+        measure = label.updateMin
+
+        def update_min() -> None:
+            measure()
+            label.setMinimumWidth(0)
+            for hint in (Qt.SizeHint.MinimumSize, Qt.SizeHint.PreferredSize):
+                label._sizeHint[hint] = (0, label._sizeHint[hint][1])
+            label.updateGeometry()
+
+        label.updateMin = update_min
+        label._narrow = True
+    plot.setTitle(html, size="10pt")
 
 
 def fill_path(lower, upper) -> pg.QtGui.QPainterPath:

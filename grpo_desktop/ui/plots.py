@@ -46,6 +46,7 @@ from grpo_desktop.ui.plot_kit import (
     format_value,
     metric,
     metric_sum,
+    set_title,
     sticky_range,
     uncached,
 )
@@ -94,6 +95,11 @@ def _eval(index: int):
 
 def _evals_version(history) -> list:
     return history.evals  # a new list whenever a result is added or replaced
+
+
+# Shares: 0 and 1 with room for a marker's radius, so points at 0 % or 100 % are not cut off.
+FRACTION_RANGE = (-0.04, 1.06)
+KL_OFF_NOTE = "β = 0: no KL penalty in this run,\nso there is nothing to plot here."
 
 
 class PlotsView(QWidget):
@@ -179,21 +185,20 @@ class PlotsView(QWidget):
 
     def _new_plot(self, name: str, title: str, row: int, col: int, tip: str = "") -> StepPlot:
         item = self.canvas.addPlot(row=row, col=col, axisItems=clipped_axes())
-        item.setTitle(title, size="10pt")
+        set_title(item, title)
         item.showGrid(x=True, y=True, alpha=0.15)
         item.setMenuEnabled(True)
         item.hideButtons()
         item.getAxis("left").setWidth(48)
         if tip:
             item.setToolTip(tip)
-        sp = StepPlot(name, item)
+        sp = StepPlot(name, item, title=title)
         self._add_export_actions(item, title)
         self.plots[name] = sp
         return sp
 
     def _build(self) -> None:
         reward = self._new_plot("reward", "Reward", 0, 0, TIPS["reward"])
-        _legend(reward.plot, 3)
         reward.add_band(
             "std",
             metric_sum("reward", "reward_std", -1),
@@ -201,18 +206,19 @@ class PlotsView(QWidget):
             "blue",
         )
         reward.add_series("reward", "reward", metric("reward"), "blue", width=2.5)
+        reward.show_key()
         ev = self._new_plot("eval", "Held-out accuracy", 0, 1, TIPS["eval"])
-        _legend(ev.plot, 2)
         held_out = {"smooth": False, "version": _evals_version, "append_only": False}
         ev.add_series("accuracy", "accuracy", _eval(1), "red", symbol="o", **held_out)
         ev.add_series("format", "format", _eval(2), "grey", symbol="t", width=1.5, **held_out)
+        ev.show_key()
         ev.fraction = True
         zero = self._new_plot("zero", "No-signal groups", 0, 2, TIPS["zero"])
         zero.add_series("zero", "no-spread groups", metric("frac_reward_zero_std"), "purple")
         zero.fraction = True
 
         self.hist_plot = self.canvas.addPlot(row=1, col=0, axisItems=clipped_axes())
-        self.hist_plot.setTitle("Advantages, latest step", size="10pt")
+        set_title(self.hist_plot, "Advantages, latest step")
         self.hist_plot.setToolTip(TIPS["hist"])
         self.hist_plot.showGrid(y=True, alpha=0.15)
         self.hist_plot.hideButtons()
@@ -252,17 +258,24 @@ class PlotsView(QWidget):
             if name != "reward":
                 sp.plot.setXLink(master)
             if sp.fraction:
-                sp.plot.setYRange(0, 1.02, padding=0)
+                sp.plot.setYRange(*FRACTION_RANGE, padding=0)
             if name != "heat":  # y follows the data with round limits (_fit_y_ranges)
                 sp.plot.enableAutoRange(axis="y", enable=False)
                 self._auto_y[name] = not sp.fraction
             sp.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen("#999999", width=1))
             sp.cursor.setVisible(False)
             sp.plot.addItem(sp.cursor, ignoreBounds=True)
+        # With β = 0 the loss has no KL term and the engine logs none: say so in the empty plot.
+        self.kl_note = pg.TextItem(KL_OFF_NOTE, color="#7f4c00", anchor=(0, 0))
+        self.kl_note.setParentItem(self.plots["kl"].plot.vb)  # placed in pixels, not in data
+        self.kl_note.setPos(6, 4)
+        self.kl_note.setVisible(False)
         for plot in [sp.plot for sp in self.plots.values()] + [self.hist_plot]:
             cache_static(plot)
         for row in range(4):
             self.canvas.ci.layout.setRowStretchFactor(row, 1)
+        for col in range(3):  # equal columns, whatever the titles' widths
+            self.canvas.ci.layout.setColumnStretchFactor(col, 1)
 
     def _add_export_actions(self, item: pg.PlotItem, title: str) -> None:
         menu = item.vb.menu
@@ -289,6 +302,7 @@ class PlotsView(QWidget):
                     style=Qt.PenStyle.DashLine,
                 )
                 self._parts.add(fn)
+                self.plots["reward"].show_key()
 
     def _on_timer_timeout(self) -> None:
         """A new step is drawn over a few ticks, PLOTS_PER_TICK plots at a time, so the event
@@ -322,6 +336,10 @@ class PlotsView(QWidget):
             return False
         self._ensure_parts()
         self._fit_x_range()
+        config = (self.history.run or {}).get("config") or {}
+        beta_off = config.get("algorithm", {}).get("beta", 1.0) == 0
+        logged = "kl" in self.history.metric_names()
+        self.kl_note.setVisible(beta_off and not logged)
         if self.readout.text() == EMPTY_HINT:
             self.readout.setText(HOVER_HINT)
         return True
@@ -360,6 +378,7 @@ class PlotsView(QWidget):
             sp.clear()
         self.latest_hist.clear()
         self.heat.clear()
+        self.kl_note.setVisible(False)
         self._stale = []
         self.follow = True
         self.fit_button.setEnabled(False)
@@ -407,7 +426,7 @@ class PlotsView(QWidget):
             if name in self._auto_y:
                 self._auto_y[name] = not sp.fraction
             if sp.fraction:
-                sp.plot.setYRange(0, 1.02, padding=0)
+                sp.plot.setYRange(*FRACTION_RANGE, padding=0)
         self._fit_x_range()
         self._redraw_curves()  # the whole run again, not the window that was zoomed in on
         self._fit_y_ranges(list(self.plots.values()))
@@ -446,7 +465,7 @@ class PlotsView(QWidget):
         if step is None:
             return
         text = sp.readout(self.history, step)
-        title = sp.plot.titleLabel.text
+        title = sp.title
         if sp.name == "heat":
             text = "click to see this step's rollouts"
         self.readout.setText(f"<b>Step {step}</b> · {title}: {text or 'no value'}")
@@ -494,13 +513,6 @@ class PlotsView(QWidget):
             for cursor, visible in cursors:
                 cursor.setVisible(visible)
         return path
-
-
-def _legend(plot: pg.PlotItem, columns: int) -> None:
-    """A one-row legend on a translucent background, so it hides as little as possible."""
-    legend = plot.addLegend(offset=(4, 2), labelTextSize="8pt", colCount=columns)
-    legend.setBrush(pg.mkBrush(255, 255, 255, 210))
-    legend.layout.setHorizontalSpacing(6)
 
 
 def _heat_colormap() -> pg.ColorMap:
