@@ -24,7 +24,10 @@ from collections.abc import Iterator
 
 import torch
 
+from grpo_desktop.engine.decode import lean_decoder
+
 SYNC_EVERY_CUDA = 8  # check "all rows finished" every k tokens on GPU (each check is a sync)
+LEAN_DECODE = True  # decode Llama-family models with engine/decode.py (False: the model's forward)
 
 
 def _cache_keyword() -> str:
@@ -75,6 +78,8 @@ def sample_tokens(
     attention = prompt_mask.clone()  # (N, P)
     positions = (attention.cumsum(dim=1) - 1).clamp(min=0)  # (N, P)
     last_logits, cache = _prefill(model, prompt_ids, attention, positions)  # (N, V)
+    capacity = prompt_ids.size(1) + max_new_tokens
+    decode = lean_decoder(model, cache, capacity) if LEAN_DECODE else None
     next_pos = positions[:, -1:] + 1  # (N, 1)
     finished = torch.zeros(N, dtype=torch.bool, device=device)  # (N,)
     ones = torch.ones(N, 1, dtype=attention.dtype, device=device)  # (N, 1)
@@ -98,15 +103,18 @@ def sample_tokens(
         if (device.type != "cuda" or t % SYNC_EVERY_CUDA == 0) and bool(finished.all()):
             break
         attention = torch.cat([attention, ones], dim=1)  # (N, P + t + 1)
-        out = model(
-            input_ids=nxt.unsqueeze(1),
-            attention_mask=attention,
-            position_ids=next_pos,
-            use_cache=True,
-            **{CACHE: cache},
-        )
-        cache = out_cache(out)
-        last_logits = out.logits[:, -1, :]  # (N, V)
+        if decode is not None:
+            last_logits = decode(nxt, attention, next_pos)  # (N, V)
+        else:
+            out = model(
+                input_ids=nxt.unsqueeze(1),
+                attention_mask=attention,
+                position_ids=next_pos,
+                use_cache=True,
+                **{CACHE: cache},
+            )
+            cache = out_cache(out)
+            last_logits = out.logits[:, -1, :]  # (N, V)
         next_pos = next_pos + 1
     return torch.stack(tokens, dim=1)  # (N, C)
 
