@@ -18,7 +18,14 @@ from dataclasses import dataclass
 
 import torch
 
-from grpo_desktop.engine.sampler import CACHE, lora_merged, out_cache, prompt_runs, sample_tokens
+from grpo_desktop.engine.sampler import (
+    CACHE,
+    expand_rows,
+    lora_merged,
+    out_cache,
+    prompt_runs,
+    sample_tokens,
+)
 
 LOGITS_BUDGET = 2**25  # elements of (rows, C, V) float logits materialised at once (~128 MB fp32)
 
@@ -203,9 +210,8 @@ def _logits_sharing_prompts(model, prompt_ids, attention, position_ids, completi
             logits_to_keep=1,
         )
         cache = out_cache(out)
-        if cache is None or not hasattr(cache, "batch_select_indices"):
+        if cache is None or not expand_rows(cache, owner):  # (U, ...) -> (n, ...) per layer
             return None
-        cache.batch_select_indices(owner)  # (U, ...) -> (n, ...) per layer
         head = out.logits[owner, -1:, :]  # (n, 1, V): the last prompt position predicts token 0
         if C == 1:
             return head
