@@ -82,7 +82,9 @@ def _check_window() -> str:
     from PySide6.QtWidgets import QApplication
 
     from grpo_desktop.ui.app import create_main_window
+    from grpo_desktop.ui.compat import drop_platform_noise
 
+    drop_platform_noise()
     app = QApplication.instance()
     window = create_main_window(demo=True)
     window.show()

@@ -109,3 +109,19 @@ def test_the_none_guard_keeps_none_alive():
     for _ in range(10_000):
         obj.setObjectName("")  # a void Qt call: PySide6 6.12 on Python < 3.12 drops a None ref
     assert sys.getrefcount(None) > 10_000
+
+
+def test_platform_noise_is_dropped_and_other_qt_messages_pass_on(qapp):
+    from PySide6.QtCore import qInstallMessageHandler, qWarning
+
+    from grpo_desktop.ui.compat import PLATFORM_NOISE, drop_platform_noise
+
+    seen = []
+    outer = qInstallMessageHandler(lambda kind, context, message: seen.append(message))
+    try:
+        drop_platform_noise()
+        qWarning(PLATFORM_NOISE[0])
+        qWarning("QPainter::begin: Paint device returned engine == 0")
+    finally:
+        qInstallMessageHandler(outer)
+    assert seen == ["QPainter::begin: Paint device returned engine == 0"]

@@ -19,6 +19,7 @@ import sys
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
+from grpo_desktop.ui.compat import drop_platform_noise
 from grpo_desktop.ui.session_dialogs import DISCARD
 from grpo_desktop.ui.worker import FAILED, FINAL_STATES
 
@@ -109,6 +110,7 @@ def run_app(
     from grpo_desktop.engine.config import ConfigError, load_config
 
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    drop_platform_noise()
     app = QApplication.instance() or QApplication(sys.argv)
     app.setApplicationName("GRPO Desktop")
     app.setOrganizationName("GRPO Desktop")

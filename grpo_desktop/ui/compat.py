@@ -12,6 +12,10 @@ reference counts of `None`, `True` and `False` once by 2**40 (about a trillion c
 is what the binding should have done all along. It does nothing on Python 3.12+ or with an
 unaffected PySide6.
 Called when `grpo_desktop.ui` is imported. Remove once PySide6 6.12.0 is excluded everywhere.
+
+`drop_platform_noise()` keeps a line that Qt's offscreen platform prints whenever a window is
+shown (about the headless platform, not the app) out of the terminal of the self-test and the
+scripted demo; every other Qt message goes on as before.
 """
 
 from __future__ import annotations
@@ -48,3 +52,25 @@ def guard_none_refcount() -> bool:
             if sys.getrefcount(obj) < _HEADROOM // 2:
                 ctypes.c_ssize_t.from_address(id(obj)).value += _HEADROOM
     return leaks_none
+
+
+# Printed by Qt's offscreen platform plugin for every top-level window it shows.
+PLATFORM_NOISE = ("This plugin does not support propagateSizeHints()",)
+
+
+def drop_platform_noise() -> None:
+    """Install a Qt message handler that drops PLATFORM_NOISE and hands every other message to
+    the handler installed before it (Qt's own when there was none)."""
+    from PySide6.QtCore import qFormatLogMessage, qInstallMessageHandler
+
+    previous = None
+
+    def handler(kind, context, message):
+        if any(noise in message for noise in PLATFORM_NOISE):
+            return
+        if previous is not None:
+            previous(kind, context, message)
+        else:
+            sys.stderr.write(qFormatLogMessage(kind, context, message) + "\n")
+
+    previous = qInstallMessageHandler(handler)
