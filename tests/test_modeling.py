@@ -115,3 +115,11 @@ def test_4bit_gradients_do_not_change_after_generation(tiny_model_dir):
     after = _lora_grads(policy, batch)
     for name in before:
         assert torch.allclose(before[name], after[name], atol=1e-5), name
+
+
+def test_the_run_names_the_model_as_the_user_chose_it_not_its_resolved_folder():
+    from grpo_desktop.engine.demo import demo_config
+
+    policy = load_policy(demo_config())
+    assert policy.name == "builtin:demo"  # not .../site-packages/grpo_desktop/resources/...
+    assert resolve_model_path("builtin:demo") != "builtin:demo"

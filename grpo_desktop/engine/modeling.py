@@ -236,7 +236,8 @@ def load_policy(
             ref_model = _from_pretrained(AutoModelForCausalLM, base_path, **kwargs).to(device)
         if ref_model is not None:
             ref_model.eval().requires_grad_(False)
-    return Policy(model, tokenizer, device, dtype, cfg.lora.enabled, ref_model, name=base_path)
+    name = cfg.model.name_or_path  # what the user chose (a hub id, a folder, builtin:demo)
+    return Policy(model, tokenizer, device, dtype, cfg.lora.enabled, ref_model, name=name)
 
 
 def _wrap_lora(model, cfg: TrainConfig, quantized: bool, adapter_path: str | None):

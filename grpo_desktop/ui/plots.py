@@ -379,6 +379,8 @@ class PlotsView(QWidget):
         self.latest_hist.clear()
         self.heat.clear()
         self.kl_note.setVisible(False)
+        # No run yet: steps 0..10 on the x axes, not pyqtgraph's -0.5..0.5 around nothing.
+        self.plots["reward"].plot.setXRange(0, 10, padding=0)
         self._stale = []
         self.follow = True
         self.fit_button.setEnabled(False)
