@@ -79,20 +79,17 @@ class _Layer:
 
 class LeanDecoder:
     """Callable (tokens (N,), attention (N, L), positions (N, 1)) -> next-token logits (N, V),
-    where L = prompt length + tokens fed so far, including this one."""
+    where L = prompt length + tokens fed so far, including this one: the token's keys and values
+    go to position L - 1 of the buffers."""
 
-    def __init__(self, model, layers: list[_Layer], cache, capacity: int) -> None:
+    def __init__(self, base, layers: list[_Layer], cache, capacity: int) -> None:
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
         self.rotate = apply_rotary_pos_emb
-        base = _base_model(model)
         inner = base.model
         self.embed, self.rotary, self.norm = inner.embed_tokens, inner.rotary_emb, inner.norm
         self.lm_head = base.lm_head
         self.layers = layers
-        self.head_dim = getattr(base.config, "head_dim", None) or (
-            base.config.hidden_size // base.config.num_attention_heads
-        )
         self.keys, self.values = [], []
         for i in range(len(layers)):
             k, v = _cache_tensors(cache, i)  # (N, Hkv, P, D)
@@ -103,16 +100,15 @@ class LeanDecoder:
             buf_v[:, :, :P] = v
             self.keys.append(buf_k)
             self.values.append(buf_v)
-        self.length = P  # positions filled in the buffers
+        self.head_dim = D
 
     def __call__(
         self, tokens: torch.Tensor, attention: torch.Tensor, positions: torch.Tensor
     ) -> torch.Tensor:
-        L = self.length + 1
-        N, D = tokens.size(0), self.head_dim
+        N, L, D = tokens.size(0), attention.size(1), self.head_dim
         h = self.embed(tokens.unsqueeze(1))  # (N, 1, E)
         cos, sin = self.rotary(h, positions)  # (N, 1, D) each
-        mask = attention[:, None, None, :L].bool()  # (N, 1, 1, L)
+        mask = attention[:, None, None, :].bool()  # (N, 1, 1, L)
         for layer, keys, values in zip(self.layers, self.keys, self.values):
             x = layer.input_norm(h)  # (N, 1, E)
             q = layer.q(x).view(N, 1, -1, D).transpose(1, 2)  # (N, H, 1, D)
@@ -131,7 +127,6 @@ class LeanDecoder:
             h = h + layer.o(out.reshape(N, 1, -1))  # (N, 1, E)
             x = layer.post_norm(h)
             h = h + layer.down(layer.act(layer.gate(x)) * layer.up(x))  # (N, 1, E)
-        self.length = L
         return self.lm_head(self.norm(h))[:, -1, :]  # (N, V)
 
 
@@ -169,4 +164,4 @@ def lean_decoder(model, cache, capacity: int) -> LeanDecoder | None:
         kv = _cache_tensors(cache, i)
         if kv is None or kv[0] is None or kv[0].dim() != 4 or kv[0].size(2) >= capacity:
             return None
-    return LeanDecoder(model, layers, cache, capacity)
+    return LeanDecoder(base, layers, cache, capacity)
