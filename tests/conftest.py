@@ -114,6 +114,24 @@ def _running_qthreads(deep: bool) -> list[str]:
 
 
 @pytest.fixture
+def choose_linear(monkeypatch):
+    """choose_linear("0" | "1" | ""): engine/kernels.py decides afresh with GRPO_DESKTOP_ONEDNN
+    set so (off, on without the timing, or by the timing); its earlier decision is put back
+    after the test."""
+    from grpo_desktop.engine import kernels
+
+    saved = dict(kernels._state)
+
+    def choose(setting: str) -> None:
+        kernels._state.clear()
+        monkeypatch.setenv(kernels.ENV, setting)
+
+    yield choose
+    kernels._state.clear()
+    kernels._state.update(saved)
+
+
+@pytest.fixture
 def show_window(qtbot):
     """Show a MainWindow for a test: `show_window(w)` answers its "stop the run?" and "save
     changes?" questions (no modal dialogs in tests), shows it and returns it; after the test any

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grpo_desktop.engine import decode, sampler
+from grpo_desktop.engine import decode, kernels, sampler
 from grpo_desktop.engine.rollout import generate_completions, tokenize_prompts
 from grpo_desktop.engine.tiny import build_tiny_model
 
@@ -23,13 +23,22 @@ def model_and_tokenizer(request, tmp_path_factory):
     return model, AutoTokenizer.from_pretrained(folder)
 
 
+@pytest.fixture(params=["f.linear", "onednn"])
+def linear_kernel(request, choose_linear):
+    """Both products the decoder may run on: torch's own and oneDNN's (engine/kernels.py)."""
+    if request.param == "onednn" and kernels._op() is None:
+        pytest.skip("this torch has no oneDNN linear")
+    choose_linear("1" if request.param == "onednn" else "0")
+    return request.param
+
+
 def _batch(tok, repeat: int = 3):
     ids, mask = tokenize_prompts(tok, PROMPTS, 64, torch.device("cpu"))  # left-padded
     return ids.repeat_interleave(repeat, 0), mask.repeat_interleave(repeat, 0)  # (6, P)
 
 
 @torch.no_grad()
-def test_each_step_gives_the_logits_of_the_models_forward(model_and_tokenizer):
+def test_each_step_gives_the_logits_of_the_models_forward(model_and_tokenizer, linear_kernel):
     model, tok = model_and_tokenizer
     ids, mask = _batch(tok)
     positions = (mask.cumsum(1) - 1).clamp(min=0)
@@ -39,6 +48,7 @@ def test_each_step_gives_the_logits_of_the_models_forward(model_and_tokenizer):
     logits, cache = sampler._prefill(model, ids, mask, positions)
     lean = decode.lean_decoder(model, cache, ids.size(1) + 8)
     assert lean is not None
+    assert (lean.linear is torch.nn.functional.linear) == (linear_kernel == "f.linear")
     _, hf_cache = sampler._prefill(model, ids, mask, positions)
     attention, pos = mask, positions[:, -1:] + 1
     generator = torch.Generator().manual_seed(0)

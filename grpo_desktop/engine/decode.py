@@ -20,7 +20,8 @@ no hooks. For anything else `lean_decoder` returns None and the sampler calls th
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+
+from grpo_desktop.engine.kernels import linear_function
 
 ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -88,7 +89,7 @@ class LeanDecoder:
         self.rotate = apply_rotary_pos_emb
         inner = base.model
         self.embed, self.rotary, self.norm = inner.embed_tokens, inner.rotary_emb, inner.norm
-        self.lm_head = base.lm_head
+        self.lm_head = _plain_linear(base.lm_head)
         self.layers = layers
         self.keys, self.values = [], []
         for i in range(len(layers)):
@@ -101,6 +102,10 @@ class LeanDecoder:
             self.keys.append(buf_k)
             self.values.append(buf_v)
         self.head_dim = D
+        self.linear = linear_function()  # F.linear, or oneDNN's where that is faster here
+
+    def _apply(self, module, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x, module.weight, module.bias)
 
     def __call__(
         self, tokens: torch.Tensor, attention: torch.Tensor, positions: torch.Tensor
@@ -108,12 +113,12 @@ class LeanDecoder:
         N, L, D = tokens.size(0), attention.size(1), self.head_dim
         h = self.embed(tokens.unsqueeze(1))  # (N, 1, E)
         cos, sin = self.rotary(h, positions)  # (N, 1, D) each
-        mask = attention[:, None, None, :].bool()  # (N, 1, 1, L)
+        blocked = attention[:, None, None, :] == 0  # (N, 1, 1, L) padding left of a prompt
         for layer, keys, values in zip(self.layers, self.keys, self.values):
             x = layer.input_norm(h)  # (N, 1, E)
-            q = layer.q(x).view(N, 1, -1, D).transpose(1, 2)  # (N, H, 1, D)
-            k = layer.k(x).view(N, 1, -1, D).transpose(1, 2)  # (N, Hkv, 1, D)
-            v = layer.v(x).view(N, 1, -1, D).transpose(1, 2)  # (N, Hkv, 1, D)
+            q = self._apply(layer.q, x).view(N, 1, -1, D).transpose(1, 2)  # (N, H, 1, D)
+            k = self._apply(layer.k, x).view(N, 1, -1, D).transpose(1, 2)  # (N, Hkv, 1, D)
+            v = self._apply(layer.v, x).view(N, 1, -1, D).transpose(1, 2)  # (N, Hkv, 1, D)
             q, k = self.rotate(q, k, cos, sin)
             keys[:, :, L - 1 : L] = k
             values[:, :, L - 1 : L] = v
@@ -121,13 +126,17 @@ class LeanDecoder:
             # The H query heads as Hkv groups of H/Hkv "positions": query head i reads key/value
             # head i // (H/Hkv), as transformers' repeat_kv does, without copying the cache.
             grouped = q.reshape(N, Hkv, -1, D)  # (N, Hkv, H/Hkv, D)
-            out = F.scaled_dot_product_attention(
-                grouped, keys[:, :, :L], values[:, :, :L], attn_mask=mask, scale=layer.scaling
-            )  # (N, Hkv, H/Hkv, D)
-            h = h + layer.o(out.reshape(N, 1, -1))  # (N, 1, E)
+            # Written out: for one query per row, two batched products beat the CPU's flash
+            # attention kernel, which is tiled for long queries (25M model: 0.24 → 0.14 s/step).
+            scores = torch.matmul(grouped, keys[:, :, :L].transpose(2, 3)) * layer.scaling
+            scores = scores.masked_fill_(blocked, float("-inf"))  # (N, Hkv, H/Hkv, L)
+            probs = torch.softmax(scores, dim=-1)  # (N, Hkv, H/Hkv, L)
+            out = torch.matmul(probs, values[:, :, :L])  # (N, Hkv, H/Hkv, D)
+            h = h + self._apply(layer.o, out.reshape(N, 1, -1))  # (N, 1, E)
             x = layer.post_norm(h)
-            h = h + layer.down(layer.act(layer.gate(x)) * layer.up(x))  # (N, 1, E)
-        return self.lm_head(self.norm(h))[:, -1, :]  # (N, V)
+            gated = layer.act(self._apply(layer.gate, x)) * self._apply(layer.up, x)  # (N, 1, F)
+            h = h + self._apply(layer.down, gated)  # (N, 1, E)
+        return self._apply(self.lm_head, self.norm(h))[:, -1, :]  # (N, V)
 
 
 def lean_decoder(model, cache, capacity: int) -> LeanDecoder | None:
@@ -159,6 +168,8 @@ def lean_decoder(model, cache, capacity: int) -> LeanDecoder | None:
         if any(_hooked(m) for m in layer.modules + layer.linears):
             return None
     if any(_hooked(m) for m in (base, inner, inner.embed_tokens, inner.norm, base.lm_head)):
+        return None
+    if _plain_linear(base.lm_head) is None:
         return None
     for i in range(len(layers)):
         kv = _cache_tensors(cache, i)

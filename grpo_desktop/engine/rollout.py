@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from grpo_desktop.engine.kernels import fast_linear
 from grpo_desktop.engine.sampler import (
     CACHE,
     expand_rows,
@@ -103,9 +104,10 @@ def generate_completions(
                     model, prompt_ids, prompt_mask, eos_id=eos_id, pad_id=pad_id, **args
                 )  # (N, C')
             except TypeError:  # a forward without position_ids / logits_to_keep: use generate
-                completion_ids = _hf_generate(
-                    model, prompt_ids, prompt_mask, eos_id, pad_id, **args
-                )
+                with fast_linear():
+                    completion_ids = _hf_generate(
+                        model, prompt_ids, prompt_mask, eos_id, pad_id, **args
+                    )
     finally:
         model.train(was_training)
     mask, truncated = completion_mask(completion_ids, eos_id)
@@ -156,18 +158,19 @@ def token_logps(
     for start in range(0, N, rows):
         sl = slice(start, start + rows)
         logits = None
-        if share:
-            logits = _logits_sharing_prompts(
-                model, prompt_ids[sl], attention[sl], position_ids[sl], completion_ids[sl]
-            )  # (n, C, V) or None
-        if logits is None:
-            logits = model(
-                input_ids=input_ids[sl],
-                attention_mask=attention[sl],
-                position_ids=position_ids[sl],
-                logits_to_keep=C + 1,
-                use_cache=False,
-            ).logits[:, :-1, :]  # (n, C, V): position t predicts completion token t
+        with fast_linear():  # float32 CPU products in oneDNN where it is faster (kernels.py)
+            if share:
+                logits = _logits_sharing_prompts(
+                    model, prompt_ids[sl], attention[sl], position_ids[sl], completion_ids[sl]
+                )  # (n, C, V) or None
+            if logits is None:
+                logits = model(
+                    input_ids=input_ids[sl],
+                    attention_mask=attention[sl],
+                    position_ids=position_ids[sl],
+                    logits_to_keep=C + 1,
+                    use_cache=False,
+                ).logits[:, :-1, :]  # (n, C, V): position t predicts completion token t
         logits = logits.float() / temperature
         log_norm = torch.logsumexp(logits, dim=-1)  # (n, C)
         picked = logits.gather(-1, completion_ids[sl].unsqueeze(-1)).squeeze(-1)  # (n, C)

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 import torch
 
 from grpo_desktop.engine.decode import lean_decoder
+from grpo_desktop.engine.kernels import fast_linear
 
 SYNC_EVERY_CUDA = 8  # check "all rows finished" every k tokens on GPU (each check is a sync)
 LEAN_DECODE = True  # decode Llama-family models with engine/decode.py (False: the model's forward)
@@ -78,7 +79,8 @@ def sample_tokens(
     device = prompt_ids.device
     attention = prompt_mask.clone()  # (N, P)
     positions = (attention.cumsum(dim=1) - 1).clamp(min=0)  # (N, P)
-    last_logits, cache = _prefill(model, prompt_ids, attention, positions)  # (N, V)
+    with fast_linear():
+        last_logits, cache = _prefill(model, prompt_ids, attention, positions)  # (N, V)
     capacity = prompt_ids.size(1) + max_new_tokens
     decode = lean_decoder(model, cache, capacity) if LEAN_DECODE else None
     next_pos = positions[:, -1:] + 1  # (N, 1)
@@ -107,13 +109,14 @@ def sample_tokens(
         if decode is not None:
             last_logits = decode(nxt, attention, next_pos)  # (N, V)
         else:
-            out = model(
-                input_ids=nxt.unsqueeze(1),
-                attention_mask=attention,
-                position_ids=next_pos,
-                use_cache=True,
-                **{CACHE: cache},
-            )
+            with fast_linear():
+                out = model(
+                    input_ids=nxt.unsqueeze(1),
+                    attention_mask=attention,
+                    position_ids=next_pos,
+                    use_cache=True,
+                    **{CACHE: cache},
+                )
             cache = out_cache(out)
             last_logits = out.logits[:, -1, :]  # (N, V)
         next_pos = next_pos + 1
