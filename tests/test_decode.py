@@ -48,7 +48,8 @@ def test_each_step_gives_the_logits_of_the_models_forward(model_and_tokenizer, l
     logits, cache = sampler._prefill(model, ids, mask, positions)
     lean = decode.lean_decoder(model, cache, ids.size(1) + 8)
     assert lean is not None
-    assert (lean.linear is torch.nn.functional.linear) == (linear_kernel == "f.linear")
+    expected = torch.nn.functional.linear if linear_kernel == "f.linear" else kernels._product
+    assert set(lean.products.values()) == {expected}
     _, hf_cache = sampler._prefill(model, ids, mask, positions)
     attention, pos = mask, positions[:, -1:] + 1
     generator = torch.Generator().manual_seed(0)
@@ -66,8 +67,11 @@ def test_each_step_gives_the_logits_of_the_models_forward(model_and_tokenizer, l
 
 
 def test_sampled_and_greedy_tokens_are_those_of_the_models_forward(
-    model_and_tokenizer, monkeypatch
+    model_and_tokenizer, monkeypatch, choose_linear
 ):
+    # Token for token only with the same products on both sides (the logits test above covers
+    # oneDNN's): a tiny random model's near-uniform samples flip at the last bit of rounding.
+    choose_linear("0")
     model, tok = model_and_tokenizer
     ids, mask = _batch(tok)
     args = dict(max_new_tokens=16, min_new_tokens=16)

@@ -66,21 +66,21 @@ def test_strided_input_and_frozen_weight(forced_on):
 
 def test_fast_linear_routes_float32_cpu_linears_and_passes_the_rest(forced_on):
     layer = torch.nn.Linear(16, 8)
-    x = torch.randn(4, 16, requires_grad=True)
+    x = torch.randn(2, kernels.MIN_ROWS // 2, 16, requires_grad=True)
     with kernels.fast_linear():
         routed = layer(x)
+        few_rows = layer(x[:, :2])  # too few rows: the per-call cost decides, F.linear
         double = layer.double()(x.double())
         half = layer.to(torch.bfloat16)(x.to(torch.bfloat16))
     assert "OneDnnLinear" in type(routed.grad_fn).__name__
-    assert "OneDnnLinear" not in type(double.grad_fn).__name__
-    assert "OneDnnLinear" not in type(half.grad_fn).__name__
-    assert "OneDnnLinear" not in type(layer.float()(x).grad_fn).__name__  # outside the block
+    for other in (few_rows, double, half, layer.float()(x)):  # the last one outside the block
+        assert "OneDnnLinear" not in type(other.grad_fn).__name__
 
 
 def test_switched_off_by_the_environment(decided):
     decided("0")
     assert not kernels.enabled()
-    assert kernels.linear_function() is F.linear
+    assert kernels.product_for(32, torch.randn(8, 16)) is F.linear
     with kernels.fast_linear():
         out = torch.nn.Linear(16, 8)(torch.randn(4, 16, requires_grad=True))
     assert "OneDnnLinear" not in type(out.grad_fn).__name__
@@ -116,12 +116,12 @@ def _grads(model, with_onednn: bool, choose):
         kernels._state["op"] = lambda *args: calls.append(1) or op(*args)
     model.zero_grad()
     g = torch.Generator().manual_seed(0)
-    prompt = torch.randint(3, 60, (2, 9), generator=g).repeat_interleave(3, 0)  # (6, 9) shared
+    prompt = torch.randint(3, 60, (2, 9), generator=g).repeat_interleave(4, 0)  # (8, 9) shared
     prompt_mask = torch.ones_like(prompt)
-    prompt_mask[3:, :2] = 0  # the second prompt left-padded
-    completion = torch.randint(3, 60, (6, 7), generator=g)
+    prompt_mask[4:, :2] = 0  # the second prompt left-padded
+    completion = torch.randint(3, 60, (8, 10), generator=g)  # 80 rows: enough for oneDNN
     completion_mask = torch.ones_like(completion)
-    logps, _ = token_logps(model, prompt, prompt_mask, completion, completion_mask)  # (6, 7)
+    logps, _ = token_logps(model, prompt, prompt_mask, completion, completion_mask)  # (8, 10)
     logps.sum().backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     assert bool(calls) == with_onednn  # forward and backward products went through oneDNN
@@ -148,3 +148,22 @@ def test_a_models_logps_and_gradients_are_unchanged(decided, tiny_model_dir, lor
     assert all("lora_" in n for n in grads) if lora else len(grads) > 10
     for name in grads:
         assert _close(grads_dnn[name], grads[name], 1e-4), name
+
+
+def test_decode_products_take_the_faster_kernel_per_shape(decided, monkeypatch):
+    timed = []
+
+    def times(op, x, weight, bias=None):
+        timed.append(tuple(x.shape) + tuple(weight.shape))
+        return (1.0, 2.0) if weight.size(0) == 8 else (2.0, 1.0)  # (MKL, oneDNN) seconds
+
+    monkeypatch.setattr(kernels, "_best_times", times)
+    monkeypatch.setattr(kernels, "_faster", lambda op: True)
+    small, large = torch.randn(8, 16), torch.randn(64, 16)
+    assert kernels.product_for(32, small) is F.linear  # MKL faster for this shape
+    assert kernels.product_for(32, large) is kernels._product
+    assert kernels.product_for(32, large.clone()) is kernels._product
+    assert timed == [(32, 16, 8, 16), (32, 16, 64, 16)]  # once per shape
+    assert kernels.product_for(32, small.double()) is F.linear  # not float32: never timed
+    x = torch.randn(32, 1, 16)  # (N, 1, K), as a decode step
+    assert torch.allclose(kernels._product(x, large, None), F.linear(x, large), atol=1e-5)

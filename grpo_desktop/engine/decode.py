@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from grpo_desktop.engine.kernels import linear_function
+from grpo_desktop.engine.kernels import product_for
 
 ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -102,10 +102,12 @@ class LeanDecoder:
             self.keys.append(buf_k)
             self.values.append(buf_v)
         self.head_dim = D
-        self.linear = linear_function()  # F.linear, or oneDNN's where that is faster here
+        # Per projection, F.linear or oneDNN's product, whichever is faster here for N rows.
+        linears = [lin for layer in layers for lin in layer.linears] + [self.lm_head]
+        self.products = {id(lin): product_for(N, lin.weight, lin.bias) for lin in linears}
 
     def _apply(self, module, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(x, module.weight, module.bias)
+        return self.products[id(module)](x, module.weight, module.bias)
 
     def __call__(
         self, tokens: torch.Tensor, attention: torch.Tensor, positions: torch.Tensor

@@ -9,11 +9,15 @@ in MKL (210 GFLOPS) and 5.7–6.4 ms in oneDNN; the backward products (input and
 differs: within 3e-6 of the float64 result relative to the output's scale, MKL within 1e-6).
 
 `fast_linear()` routes `F.linear` to `onednn_linear` (an autograd function whose forward and
-backward are oneDNN products) for float32 CPU tensors, inside its `with` block and only when
-`enabled()`: oneDNN is present, its op gives F.linear's result on a check, and it beats MKL on a
-short timing at first use (on CPUs where MKL already uses AVX-512 it may not; then nothing
-changes). Other dtypes, devices, quantized layers and tensor subclasses pass through untouched.
-Set GRPO_DESKTOP_ONEDNN=0 to switch it off, =1 to skip the timing.
+backward are oneDNN products) for float32 CPU tensors of at least MIN_ROWS rows, inside its `with`
+block and only when `enabled()`: oneDNN is present, its op gives F.linear's result on a check,
+and it beats MKL on a short timing of a training-sized product at first use (on CPUs where MKL
+already uses AVX-512 it may not; then nothing changes). Other dtypes, devices, quantized layers
+and tensor subclasses pass through untouched. Small products are another matter: for the
+32-row products of a decode step with a small model's weights, oneDNN's fixed cost per call can
+lose to MKL (the demo model: 192 × 64, 16 µs against 8), so the decode loop asks `product_for`
+which of the two is faster for each weight and row count, timed once per shape.
+Set GRPO_DESKTOP_ONEDNN=0 to switch oneDNN off, =1 to skip the timings.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ from torch.overrides import TorchFunctionMode
 
 ENV = "GRPO_DESKTOP_ONEDNN"
 MIN_SPEEDUP = 1.15  # oneDNN must be this much faster than MKL on the timing to be used
+MIN_ROWS = 64  # fast_linear leaves products of fewer rows to F.linear (per-call cost decides)
 _state: dict[str, object] = {}
+_choices: dict[tuple, bool] = {}  # (rows, K, N, bias) -> oneDNN is the faster product
 
 
 def _op():
@@ -65,26 +71,28 @@ def _agrees(op) -> bool:
     return all(a.shape == e.shape and torch.allclose(a, e, rtol=1e-4, atol=1e-4) for a, e in pairs)
 
 
+def _best_times(op, x, weight, bias=None) -> tuple[float, float]:
+    """Best of 5 interleaved runs of F.linear and of the oneDNN op on these tensors, seconds."""
+    best = [float("inf"), float("inf")]
+    for round_ in range(6):  # round 0 warms both up and is not counted
+        for i in (0, 1):
+            start = time.perf_counter()
+            if i == 0:
+                F.linear(x, weight, bias)
+            else:
+                op(x, weight, bias, "none", [], "")
+            if round_:
+                best[i] = min(best[i], time.perf_counter() - start)
+    return best[0], best[1]
+
+
 def _faster(op) -> bool:
-    """oneDNN beats MKL by MIN_SPEEDUP on a training-sized and a decode-sized product (the best
-    of 5 interleaved runs each)."""
+    """oneDNN beats MKL by MIN_SPEEDUP on a training-sized product (256 × 512 · 512 × 512)."""
     g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 512, generator=g)  # (M, K)
     w = torch.randn(512, 512, generator=g)  # (N, K)
-    for rows in (256, 32):
-        x = torch.randn(rows, 512, generator=g)  # (M, K)
-        best = {"mkl": float("inf"), "onednn": float("inf")}
-        for round_ in range(6):  # round 0 warms both up and is not counted
-            for name in best:
-                start = time.perf_counter()
-                if name == "mkl":
-                    F.linear(x, w)
-                else:
-                    op(x, w, None, "none", [], "")
-                if round_:
-                    best[name] = min(best[name], time.perf_counter() - start)
-        if best["mkl"] < MIN_SPEEDUP * best["onednn"]:
-            return False
-    return True
+    mkl, onednn = _best_times(op, x, w)
+    return mkl >= MIN_SPEEDUP * onednn
 
 
 def enabled() -> bool:
@@ -96,6 +104,7 @@ def enabled() -> bool:
         if ok and setting != "1":
             with torch.no_grad():
                 ok = _faster(op)
+        _choices.clear()
         _state["op"] = op
         _state["enabled"] = ok
     return bool(_state["enabled"])
@@ -136,12 +145,10 @@ def routable(x, weight, bias=None) -> bool:
     """F.linear(x, weight, bias) is one oneDNN can compute: float32 dense CPU tensors."""
     return (
         _plain_f32_cpu(x)
-        and _plain_f32_cpu(weight)
-        and weight.dim() == 2
+        and _weight_ok(weight, bias)
         and x.dim() >= 1
         and x.size(-1) == weight.size(1)
         and x.numel() > 0
-        and (bias is None or (_plain_f32_cpu(bias) and bias.dim() == 1))
     )
 
 
@@ -150,17 +157,30 @@ def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     return _OneDnnLinear.apply(x, weight, bias)
 
 
-def linear_function():
-    """The linear to call in hand-written loops (engine/decode.py): oneDNN's when enabled."""
-    if not enabled():
+def _weight_ok(weight, bias) -> bool:
+    return (
+        _plain_f32_cpu(weight)
+        and weight.dim() == 2
+        and (bias is None or (_plain_f32_cpu(bias) and bias.dim() == 1))
+    )
+
+
+def product_for(rows: int, weight: torch.Tensor, bias: torch.Tensor | None = None):
+    """For a no-grad loop that multiplies `rows` rows by `weight` again and again (a decode step):
+    `fn(x, weight, bias)`, the faster here of F.linear and oneDNN's product (no autograd), timed
+    once per (rows, shape) on random rows and the real weight. F.linear when not `enabled()`."""
+    if not enabled() or not _weight_ok(weight, bias) or rows < 1:
         return F.linear
-
-    def linear(x, weight, bias=None):
-        if routable(x, weight, bias):
-            return onednn_linear(x, weight, bias)
-        return F.linear(x, weight, bias)
-
-    return linear
+    key = (rows, weight.size(1), weight.size(0), bias is not None)
+    if key not in _choices:
+        if os.environ.get(ENV, "").strip() == "1":
+            _choices[key] = True
+        else:
+            x = torch.randn(rows, weight.size(1))  # (M, K)
+            with torch.no_grad():
+                mkl, onednn = _best_times(_state["op"], x, weight, bias)
+            _choices[key] = onednn < mkl
+    return _product if _choices[key] else F.linear
 
 
 _LINEARS = (F.linear, torch._C._nn.linear)
@@ -175,7 +195,7 @@ class _RouteLinear(TorchFunctionMode):
                 args[1] if len(args) > 1 else kwargs["weight"],
             )
             bias = args[2] if len(args) > 2 else kwargs.get("bias")
-            if routable(x, weight, bias):
+            if routable(x, weight, bias) and x.numel() >= MIN_ROWS * x.size(-1):
                 return onednn_linear(x, weight, bias)
         return func(*args, **kwargs)
 
