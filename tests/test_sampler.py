@@ -37,9 +37,13 @@ def test_greedy_matches_generate_with_left_padding(tiny_model_dir):
         assert torch.equal(pad(ours), pad(ref)), (ours, ref)
 
 
-def test_repeated_prompts_are_prefilled_once_and_decode_as_generate(tiny_model_dir, monkeypatch):
+def test_repeated_prompts_are_prefilled_once_and_decode_as_generate(
+    tiny_model_dir, monkeypatch, choose_linear
+):
     """A group's G rows share their prompt: the prefill runs each distinct prompt once and copies
-    its cache; greedy tokens still equal generate's, and sampling equals the unshared prefill."""
+    its cache; greedy tokens still equal generate's, and sampling equals the unshared prefill
+    (with the same products on both sides: kernels.py would pick oneDNN for the larger one)."""
+    choose_linear("0")
     model, tok = _load(tiny_model_dir)
     ids, mask = tokenize_prompts(tok, PROMPTS, 64, torch.device("cpu"))
     ids, mask = ids.repeat_interleave(3, 0), mask.repeat_interleave(3, 0)  # (6, P)
