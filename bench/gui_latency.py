@@ -58,6 +58,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from grpo_desktop.engine.events import EvalResult, RunStarted, StepMetrics  # noqa: E402
 from grpo_desktop.ui.app import GIL_SWITCH_INTERVAL_S, create_main_window  # noqa: E402
+from grpo_desktop.ui.compat import drop_platform_noise  # noqa: E402
 from grpo_desktop.ui.worker import FINAL_STATES  # noqa: E402
 
 PROBE_MS = 10
@@ -415,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers, in the run
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)  # as the app does (grpo_desktop.ui.app)
+    drop_platform_noise()  # the offscreen platform's propagateSizeHints line, as the app does
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("GRPO Desktop bench")
     print(f"GUI latency bench: {os.cpu_count()} CPUs, load average {load():.2f}", flush=True)

@@ -45,6 +45,12 @@ def _check_library(name: str) -> Callable[[], str]:
     return check
 
 
+def _check_products() -> str:
+    from grpo_desktop.engine import kernels
+
+    return f"float32 CPU products: {kernels.describe()}"
+
+
 def _check_demo_model() -> str:
     from grpo_desktop.engine.demo import demo_config
     from grpo_desktop.engine.modeling import load_policy
@@ -99,6 +105,7 @@ def run_self_test(out=sys.stdout) -> int:
     checks: list[tuple[str, Callable[[], str]]] = [("qt", _check_qt)]
     checks += [(name, _check_library(name)) for name in LIBRARIES]
     checks += [
+        ("float32 products", _check_products),
         ("demo model", _check_demo_model),
         ("training step", _check_training_step),
         ("main window", _check_window),

@@ -167,3 +167,19 @@ def test_decode_products_take_the_faster_kernel_per_shape(decided, monkeypatch):
     assert kernels.product_for(32, small.double()) is F.linear  # not float32: never timed
     x = torch.randn(32, 1, 16)  # (N, 1, K), as a decode step
     assert torch.allclose(kernels._product(x, large, None), F.linear(x, large), atol=1e-5)
+
+
+def test_describe_says_which_library_and_why(decided, monkeypatch):
+    decided("0")
+    assert kernels.describe() == "MKL (oneDNN switched off by GRPO_DESKTOP_ONEDNN=0)"
+    decided("1")
+    assert kernels.describe() == "oneDNN (GRPO_DESKTOP_ONEDNN=1)"
+    decided("")
+    monkeypatch.setattr(kernels, "_faster", lambda op: False)
+    assert kernels.describe() == "MKL (oneDNN not faster on this CPU)"
+    decided("")
+    monkeypatch.setattr(kernels, "_faster", lambda op: True)
+    assert kernels.describe() == "oneDNN (faster than MKL on this CPU)"
+    decided("")
+    monkeypatch.setattr(kernels, "_op", lambda: None)
+    assert kernels.describe() == "MKL (this torch has no oneDNN linear)"

@@ -104,6 +104,21 @@ def _faster(op) -> bool:
     return mkl >= MIN_SPEEDUP * onednn
 
 
+def describe() -> str:
+    """Which library computes float32 CPU linears here, and why (for the self-test and logs)."""
+    on = enabled()
+    setting = os.environ.get(ENV, "").strip()
+    if on:
+        return "oneDNN" + (f" ({ENV}=1)" if setting == "1" else " (faster than MKL on this CPU)")
+    if setting == "0":
+        return f"MKL (oneDNN switched off by {ENV}=0)"
+    if _state.get("op") is None:
+        return "MKL (this torch has no oneDNN linear)"
+    if not _agrees(_state["op"]):
+        return "MKL (oneDNN's linear gave other results here)"
+    return "MKL (oneDNN not faster on this CPU)"
+
+
 def enabled() -> bool:
     """Whether fast_linear() routes float32 CPU linears to oneDNN (decided once per process)."""
     if "enabled" not in _state:

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 import torch
 
 from grpo_desktop.engine import checkpoint as ckpt
+from grpo_desktop.engine import kernels
 from grpo_desktop.engine.config import TrainConfig, validate, warnings
 from grpo_desktop.engine.control import TrainControl
 from grpo_desktop.engine.data import Example, batch_indices, load_data
@@ -221,6 +222,8 @@ class _Run:
         )
         for text in warnings(cfg):
             yield LogMessage(start_step, "warning", text)
+        if policy.device.type == "cpu":
+            yield LogMessage(start_step, "info", f"Float32 CPU products: {kernels.describe()}.")
         if start_step == 0 and data.eval:
             yield evaluate(policy, data.eval, cfg, step=0)
         last_ckpt_time, last_saved = time.time(), start_step
