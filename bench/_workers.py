@@ -76,6 +76,7 @@ def _device_stats(w: Workload, model) -> dict[str, Any]:
 def run_ours(w: Workload) -> dict[str, Any]:
     import torch
 
+    from grpo_desktop.engine import kernels
     from grpo_desktop.engine.control import TrainControl
     from grpo_desktop.engine.events import RunFinished, StepMetrics
     from grpo_desktop.engine.trainer import train
@@ -109,6 +110,7 @@ def run_ours(w: Workload) -> dict[str, Any]:
         "mean_length": lengths,
         "threads": torch.get_num_threads(),
         "peak_rss_mb": peak_rss_mb(),
+        "products": kernels.describe(),
     }
     if w.device == "cuda":  # peak first: loading the model again for its size comes after
         from grpo_desktop.engine.modeling import load_policy

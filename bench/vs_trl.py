@@ -81,9 +81,10 @@ def measure(w: Workload, rounds: int, timeout: float, log) -> dict:
             out = run_side(side, w, timeout)
             runs[side].append(out)
             med = statistics.median(out["step_times"])
+            products = f", products: {out['products']}" if "products" in out else ""
             log(
                 f"  {w.label} round {r + 1} {side:4s}: median {med:.3f} s/step "
-                f"(load {load:.2f}, worker {time.perf_counter() - t0:.0f} s)"
+                f"(load {load:.2f}, worker {time.perf_counter() - t0:.0f} s{products})"
             )
     return summarise(w, runs, loads)
 

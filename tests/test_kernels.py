@@ -179,7 +179,7 @@ def test_describe_says_which_library_and_why(decided, monkeypatch):
     assert kernels.describe() == "MKL (oneDNN not faster on this CPU)"
     decided("")
     monkeypatch.setattr(kernels, "_faster", lambda op: True)
-    assert kernels.describe() == "oneDNN (faster than MKL on this CPU)"
+    assert kernels.describe() == "oneDNN (faster than MKL here)"
     decided("")
     monkeypatch.setattr(kernels, "_op", lambda: None)
     assert kernels.describe() == "MKL (this torch has no oneDNN linear)"

@@ -104,19 +104,24 @@ def _faster(op) -> bool:
     return mkl >= MIN_SPEEDUP * onednn
 
 
+def _default_library() -> str:
+    return "MKL" if torch.backends.mkl.is_available() else "torch's default BLAS"
+
+
 def describe() -> str:
     """Which library computes float32 CPU linears here, and why (for the self-test and logs)."""
     on = enabled()
     setting = os.environ.get(ENV, "").strip()
+    default = _default_library()
     if on:
-        return "oneDNN" + (f" ({ENV}=1)" if setting == "1" else " (faster than MKL on this CPU)")
+        return "oneDNN" + (f" ({ENV}=1)" if setting == "1" else f" (faster than {default} here)")
     if setting == "0":
-        return f"MKL (oneDNN switched off by {ENV}=0)"
+        return f"{default} (oneDNN switched off by {ENV}=0)"
     if _state.get("op") is None:
-        return "MKL (this torch has no oneDNN linear)"
+        return f"{default} (this torch has no oneDNN linear)"
     if not _agrees(_state["op"]):
-        return "MKL (oneDNN's linear gave other results here)"
-    return "MKL (oneDNN not faster on this CPU)"
+        return f"{default} (oneDNN's linear gave other results here)"
+    return f"{default} (oneDNN not faster on this CPU)"
 
 
 def enabled() -> bool:
