@@ -172,8 +172,10 @@ def test_decode_products_take_the_faster_kernel_per_shape(decided, monkeypatch):
 def test_describe_says_which_library_and_why(decided, monkeypatch):
     decided("0")
     assert kernels.describe() == "MKL (oneDNN switched off by GRPO_DESKTOP_ONEDNN=0)"
+    assert kernels.library() == "MKL"
     decided("1")
     assert kernels.describe() == "oneDNN (GRPO_DESKTOP_ONEDNN=1)"
+    assert kernels.library() == "oneDNN"
     decided("")
     monkeypatch.setattr(kernels, "_faster", lambda op: False)
     assert kernels.describe() == "MKL (oneDNN not faster on this CPU)"

@@ -7,7 +7,9 @@ import os
 import threading
 
 import pytest
+import torch
 
+from grpo_desktop.engine import kernels
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.control import TrainControl
 from grpo_desktop.engine.events import read_events
@@ -47,6 +49,8 @@ def test_events_cover_a_run_and_are_logged(tiny_model_dir, tmp_path):
     kinds = [e.type for e in events]
     assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
     assert events[-1].status == "completed", events[-1].message
+    threads = torch.get_num_threads()
+    assert events[0].device == f"cpu ({threads} threads, {kernels.library()})"  # whose products
     assert kinds.count("step") == 4 and kinds.count("rollouts") == 4
     assert kinds.count("eval") == 2  # at the start and at the end
     rollouts = [e for e in events if e.type == "rollouts"][0]

@@ -108,6 +108,11 @@ def _default_library() -> str:
     return "MKL" if torch.backends.mkl.is_available() else "torch's default BLAS"
 
 
+def library() -> str:
+    """The library that computes float32 CPU linears here: "oneDNN", "MKL" or another default."""
+    return "oneDNN" if enabled() else _default_library()
+
+
 def describe() -> str:
     """Which library computes float32 CPU linears here, and why (for the self-test and logs)."""
     on = enabled()

@@ -222,8 +222,6 @@ class _Run:
         )
         for text in warnings(cfg):
             yield LogMessage(start_step, "warning", text)
-        if policy.device.type == "cpu":
-            yield LogMessage(start_step, "info", f"Float32 CPU products: {kernels.describe()}.")
         if start_step == 0 and data.eval:
             yield evaluate(policy, data.eval, cfg, step=0)
         last_ckpt_time, last_saved = time.time(), start_step
@@ -342,7 +340,7 @@ class _Run:
 def _device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
-    return f"cpu ({torch.get_num_threads()} threads)"
+    return f"cpu ({torch.get_num_threads()} threads, {kernels.library()})"  # engine/kernels.py
 
 
 def read_run_config(run_dir: str) -> TrainConfig:
