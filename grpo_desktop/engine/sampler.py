@@ -13,7 +13,8 @@ layer runs one matmul instead of three (the weights are restored exactly afterwa
 the 3M benchmark model, 32 rows × 64 tokens, one thread: 0.53 → 0.40 CPU-s per generation.
 
 Llama and Qwen2 models on the CPU then decode through `engine/decode.py` (the same modules
-without transformers' per-call machinery; others call the model). Models whose forward does not
+without transformers' per-call machinery; others call the model). Float32 CPU products run in
+oneDNN where it is faster than MKL (`engine/kernels.py`). Models whose forward does not
 accept these arguments (some remote-code models) fall back to `generate` in rollout.py.
 """
 
@@ -79,6 +80,8 @@ def sample_tokens(
     device = prompt_ids.device
     attention = prompt_mask.clone()  # (N, P)
     positions = (attention.cumsum(dim=1) - 1).clamp(min=0)  # (N, P)
+    # Not around the decode loop: the mode would see each of its many small ops; the lean
+    # decoder picks its products itself (kernels.product_for).
     with fast_linear():
         last_logits, cache = _prefill(model, prompt_ids, attention, positions)  # (N, V)
     capacity = prompt_ids.size(1) + max_new_tokens
