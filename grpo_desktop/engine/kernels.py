@@ -217,13 +217,10 @@ def product_for(rows: int, weight: torch.Tensor, bias: torch.Tensor | None = Non
     return _product if _choices[key] else F.linear
 
 
-_LINEARS = (F.linear, torch._C._nn.linear)
-
-
 class _RouteLinear(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in _LINEARS:
+        if func is F.linear:  # torch._C._nn.linear, which nn.Linear calls
             x, weight = (
                 args[0] if args else kwargs["input"],
                 args[1] if len(args) > 1 else kwargs["weight"],
