@@ -115,32 +115,29 @@ def library() -> str:
 
 def describe() -> str:
     """Which library computes float32 CPU linears here, and why (for the self-test and logs)."""
-    on = enabled()
-    setting = os.environ.get(ENV, "").strip()
-    default = _default_library()
-    if on:
-        return "oneDNN" + (f" ({ENV}=1)" if setting == "1" else f" (faster than {default} here)")
-    if setting == "0":
-        return f"{default} (oneDNN switched off by {ENV}=0)"
-    if _state.get("op") is None:
-        return f"{default} (this torch has no oneDNN linear)"
-    if not _agrees(_state["op"]):
-        return f"{default} (oneDNN's linear gave other results here)"
-    return f"{default} (oneDNN not faster on this CPU)"
+    return f"{library()} ({_state['why']})"
 
 
 def enabled() -> bool:
-    """Whether fast_linear() routes float32 CPU linears to oneDNN (decided once per process)."""
+    """Whether fast_linear() routes float32 CPU linears to oneDNN (decided once per process; the
+    reason is kept for `describe`)."""
     if "enabled" not in _state:
         setting = os.environ.get(ENV, "").strip()
+        default = _default_library()
         op = None if setting == "0" else _op()
-        ok = op is not None and _agrees(op)
-        if ok and setting != "1":
+        ok, why = False, f"oneDNN switched off by {ENV}=0"
+        if setting != "0" and op is None:
+            why = "this torch has no oneDNN linear"
+        elif op is not None and not _agrees(op):
+            why = "oneDNN's linear gave other results here"
+        elif op is not None and setting == "1":
+            ok, why = True, f"{ENV}=1"
+        elif op is not None:
             with torch.no_grad():
                 ok = _faster(op)
+            why = f"faster than {default} here" if ok else "oneDNN not faster on this CPU"
         _choices.clear()
-        _state["op"] = op
-        _state["enabled"] = ok
+        _state.update(op=op, enabled=ok, why=why)
     return bool(_state["enabled"])
 
 
