@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
@@ -243,6 +243,11 @@ class RewardBatch:
     values: dict[str, list[float | None]]  # raw (unweighted) score per function, per completion
     totals: list[float | None]  # weighted sum skipping None; None if every function gave None
     errors: list[str | None]  # checker error text per completion (None if fine)
+    # The accuracy checker's extracted final answer per completion (None: none found / not used).
+    extracted: list[str | None] = field(default_factory=list)
+    # Why a part scored as it did, per completion: {function: reason}, e.g. {"accuracy":
+    # "several answers: 17, 18"}; {} when there is nothing to say.
+    reasons: list[dict[str, str]] = field(default_factory=list)
 
 
 class RewardSet:

@@ -1,0 +1,173 @@
+"""`grpo-desktop train`: a headless run from a config, the demo, a run folder or a session.
+
+A session trains into its own run folder: a fresh run when it has none, else only with --resume
+(continue from the last checkpoint) — never silently over a run. Ctrl-C stops after the step
+(checkpoint saved); twice aborts.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from grpo_desktop.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Usage, fail
+from grpo_desktop.cli.progress import Progress
+
+
+def _load_train_config(args):
+    from grpo_desktop.engine.config import load_config, validate
+    from grpo_desktop.engine.demo import demo_config
+    from grpo_desktop.engine.trainer import read_run_config
+
+    if args.resume:
+        cfg = read_run_config(args.resume)
+    elif args.demo:
+        cfg = demo_config()
+    elif args.config:
+        cfg = load_config(args.config)
+    else:
+        raise Usage("give a config file, --demo, or --resume DIR.")
+    if args.steps is not None:
+        cfg = cfg.replace(run={"max_steps": args.steps})
+    if getattr(args, "seed", None) is not None and not args.resume:
+        cfg = cfg.replace(run={"seed": args.seed})
+    problems = validate(cfg)
+    if problems:
+        raise Usage("the settings need fixing:\n  - " + "\n  - ".join(problems))
+    return cfg
+
+
+def cmd_train(args) -> int:
+    from grpo_desktop.engine.errors import UserError
+    from grpo_desktop.session.document import is_session
+
+    target = args.resume if isinstance(args.resume, str) else None
+    if args.config and target:
+        return fail("give a config or session, or --resume DIR, not both.")
+    if (args.config or target) and is_session(args.config or target):
+        return _train_session(args, args.config or target)
+    if args.resume is True:
+        return fail(
+            "--resume without a folder continues a session: `grpo-desktop train SESSION "
+            "--resume`. To continue a run folder, name it: --resume DIR."
+        )
+    try:
+        cfg = _load_train_config(args)
+    except (UserError, Usage) as exc:
+        return fail(str(exc))
+    source = os.path.join(args.resume, "config.json") if args.resume else args.config
+    refusal = _checker_refusal(cfg, source, args.trust_checker)
+    if refusal:
+        return fail(refusal)
+    out = args.resume or args.out
+    if not out:
+        return fail("give a run folder with --out DIR (events and checkpoints are saved there).")
+    if not args.resume and os.path.exists(os.path.join(out, "events.jsonl")):
+        return fail(
+            f"{out} already holds a run. Continue it with --resume {out}, or choose a new --out folder."
+        )
+    return _train_loop(cfg, out, bool(args.resume), args.quiet)
+
+
+def _checker_refusal(cfg, source: str | None, allow: bool) -> str:
+    """Why the custom checker in `cfg` (read from `source`) may not run; '' when it may.
+    With `allow` (--trust-checker) it may, and is remembered as trusted."""
+    from grpo_desktop.session.trust import TrustStore
+
+    code = cfg.rewards.custom_checker
+    store = TrustStore()
+    if store.is_trusted(code):
+        return ""
+    if allow:
+        store.trust(code)
+        return ""
+    return (
+        f"{source} includes custom checker code (Python that would run on this computer with "
+        "your permissions) that you have not trusted here. Read it first (config → rewards → "
+        "custom_checker, or open it in the app, which shows it); to run it, add --trust-checker "
+        "(remembered for this exact code)."
+    )
+
+
+def _train_session(args, path: str) -> int:
+    """`train SESSION`: a fresh run into the session's run folder, or with --resume continue it
+    from its last checkpoint (from step 0 when it has none). Never over a run silently."""
+    from grpo_desktop.engine.config import validate
+    from grpo_desktop.session.document import SessionError, load_session, save_session
+    from grpo_desktop.session.history import RunHistory
+    from grpo_desktop.session.run_state import clear_run, describe, run_state
+
+    resume = bool(args.resume)
+    if args.out:
+        return fail(f"{path} is a session: it trains into its own run folder, so leave out --out.")
+    try:
+        doc = load_session(path)
+        history = RunHistory.from_events_file(doc.events_path) if doc.has_run() else None
+    except SessionError as exc:
+        return fail(str(exc))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return fail(f"The run's history {doc.events_path} cannot be read ({exc}).")
+    cfg = doc.config
+    if args.steps is not None:
+        cfg = cfg.replace(run={"max_steps": args.steps})
+    if args.seed is not None and not resume:
+        cfg = cfg.replace(run={"seed": args.seed})
+    problems = validate(cfg)
+    if problems:
+        return fail("the session's settings need fixing:\n  - " + "\n  - ".join(problems))
+    refusal = _checker_refusal(cfg, path, args.trust_checker)
+    if refusal:
+        return fail(refusal)
+    state = run_state(history, doc.run_dir) if history is not None else None
+    if state is not None and state.has_steps and not resume:
+        return fail(
+            f"{path} already holds a run. {describe(state, cfg.run.max_steps)} Continue it with "
+            f"`grpo-desktop train {path} --resume` (add --steps N to train longer), or start "
+            "over in a copy of the session (Save As in the app)."
+        )
+    try:
+        if not resume:
+            clear_run(doc.run_dir)
+        os.makedirs(doc.run_dir, exist_ok=True)
+        doc.config, doc.trained = cfg, True
+        save_session(doc)  # the session names its run and the settings it ran with
+    except (OSError, SessionError) as exc:
+        return fail(str(exc))
+    return _train_loop(cfg, doc.run_dir, resume, args.quiet)
+
+
+def _train_loop(cfg, out: str, resume: bool, quiet: bool) -> int:
+    """Train into the run folder `out` (Ctrl-C stops after the step); returns the exit code."""
+    from grpo_desktop.engine.control import TrainControl
+    from grpo_desktop.engine.trainer import train
+
+    control = TrainControl()
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_sigint(signum, frame):
+        if control.should_stop():
+            signal.signal(signal.SIGINT, previous)
+            raise KeyboardInterrupt
+        print("\nStopping after this step (Ctrl-C again to abort)...", file=sys.stderr)
+        control.stop()
+
+    signal.signal(signal.SIGINT, on_sigint)
+    bar = Progress(enabled=not quiet)
+    finished = None
+    try:
+        for event in train(cfg, control, run_dir=out, resume=resume):
+            bar.update(event)
+            if event.type == "run_finished":
+                finished = event
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        bar.close()
+    if finished is None or finished.status == "failed":
+        msg = finished.message if finished else "the run ended without finishing."
+        if finished is not None and finished.error:
+            print(finished.error, file=sys.stderr)
+            return fail(msg, EXIT_FAILED)
+        return fail(msg, EXIT_BAD_INPUT)
+    print(f"{finished.message} Run folder: {out}", file=sys.stderr)
+    return EXIT_OK
