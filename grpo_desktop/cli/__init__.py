@@ -9,6 +9,7 @@
     grpo-desktop open my-run.grpo         open the window on a session (also: grpo-desktop my-run.grpo)
     grpo-desktop config --demo > my.json  (or --preset dapo)
     grpo-desktop eval --demo | RUN_DIR | MODEL_DIR [--n 200] [--seed S]   (one JSON line)
+    grpo-desktop score my.json | my-run.grpo | --demo --input samples.jsonl [--output out.jsonl]
 
 A session trains into its own run folder: a fresh run when it has none, else only with --resume
 (continue from the last checkpoint) — never silently over a run. Custom checker code from a file
@@ -26,9 +27,10 @@ import sys
 
 from grpo_desktop import __version__
 from grpo_desktop.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from grpo_desktop.cli.score import add_parser as score_parser
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "main"]
-SUBCOMMANDS = ("train", "eval", "open", "config")
+SUBCOMMANDS = ("train", "eval", "open", "config", "score")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,6 +104,8 @@ def _parser() -> argparse.ArgumentParser:
         "--no-sample", action="store_true", help="skip the temperature-1 format rate (faster)"
     )
 
+    score_parser(sub)
+
     o = sub.add_parser("open", help="open the window on a session folder (NAME.grpo)")
     o.add_argument("session", help="the session folder (or its session.json)")
 
@@ -132,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         from grpo_desktop.cli.eval_cmd import cmd_eval
 
         return cmd_eval(args)
+    if args.command == "score":
+        from grpo_desktop.cli.score import cmd_score
+
+        return cmd_score(args)
     from grpo_desktop.ui.app import run_app
 
     if args.command == "open":

@@ -11,7 +11,14 @@ import os
 import signal
 import sys
 
-from grpo_desktop.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Usage, fail
+from grpo_desktop.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    Usage,
+    checker_refusal,
+    fail,
+)
 from grpo_desktop.cli.progress import Progress
 
 
@@ -57,7 +64,7 @@ def cmd_train(args) -> int:
     except (UserError, Usage) as exc:
         return fail(str(exc))
     source = os.path.join(args.resume, "config.json") if args.resume else args.config
-    refusal = _checker_refusal(cfg, source, args.trust_checker)
+    refusal = checker_refusal(cfg, source, args.trust_checker)
     if refusal:
         return fail(refusal)
     out = args.resume or args.out
@@ -68,26 +75,6 @@ def cmd_train(args) -> int:
             f"{out} already holds a run. Continue it with --resume {out}, or choose a new --out folder."
         )
     return _train_loop(cfg, out, bool(args.resume), args.quiet)
-
-
-def _checker_refusal(cfg, source: str | None, allow: bool) -> str:
-    """Why the custom checker in `cfg` (read from `source`) may not run; '' when it may.
-    With `allow` (--trust-checker) it may, and is remembered as trusted."""
-    from grpo_desktop.session.trust import TrustStore
-
-    code = cfg.rewards.custom_checker
-    store = TrustStore()
-    if store.is_trusted(code):
-        return ""
-    if allow:
-        store.trust(code)
-        return ""
-    return (
-        f"{source} includes custom checker code (Python that would run on this computer with "
-        "your permissions) that you have not trusted here. Read it first (config → rewards → "
-        "custom_checker, or open it in the app, which shows it); to run it, add --trust-checker "
-        "(remembered for this exact code)."
-    )
 
 
 def _train_session(args, path: str) -> int:
@@ -116,7 +103,7 @@ def _train_session(args, path: str) -> int:
     problems = validate(cfg)
     if problems:
         return fail("the session's settings need fixing:\n  - " + "\n  - ".join(problems))
-    refusal = _checker_refusal(cfg, path, args.trust_checker)
+    refusal = checker_refusal(cfg, path, args.trust_checker)
     if refusal:
         return fail(refusal)
     state = run_state(history, doc.run_dir) if history is not None else None
