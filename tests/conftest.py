@@ -153,9 +153,13 @@ def show_window(qtbot):
             qtbot.waitUntil(lambda w=w: not w.model.runner.active, timeout=60_000)
 
 
-def fake_events(step: int, total: int, B: int = 2, G: int = 4, error_every: int = 0) -> list:
+def fake_events(
+    step: int, total: int, B: int = 2, G: int = 4, error_every: int = 0, unscored: int = 0
+) -> list:
     """One step of a made-up run: B groups of G rollouts (group 0 has no spread, the others
-    alternate 1 and 0, so their advantages are ±1) and its metrics."""
+    alternate 1 and 0, so their advantages are ±1) and its metrics. Prompts are stored once per
+    group, as the engine does. `unscored` rows at the end of the last group have no score (the
+    checker timed out), as the engine writes them."""
     from grpo_desktop.engine.events import Rollouts, StepMetrics
 
     rows = []
@@ -170,7 +174,6 @@ def fake_events(step: int, total: int, B: int = 2, G: int = 4, error_every: int 
             rows.append(
                 {
                     "group": g,
-                    "prompt": f"What is {step} × {g}?",
                     "completion": f"<think>step {step} try {i}</think><answer>{step * g + i}</answer>",
                     "answer": str(step * g),
                     "rewards": {"accuracy": reward, "format": 1.0},
@@ -181,6 +184,14 @@ def fake_events(step: int, total: int, B: int = 2, G: int = 4, error_every: int 
                     "error": error,
                 }
             )
+    for row in rows[len(rows) - unscored :] if unscored else []:
+        row.update(
+            rewards={"accuracy": None, "format": None},
+            reward=None,
+            advantage=None,
+            error="check() timed out after 5.0 s",
+        )
+    prompts = [f"What is {step} × {g}?" for g in range(B)]
     spread = (B - 1) / B
     metrics = {
         "reward": 0.2 + 0.5 * spread,
@@ -200,10 +211,12 @@ def fake_events(step: int, total: int, B: int = 2, G: int = 4, error_every: int 
         "step_time": 0.01,
     }
     hist = {"edges": [-1.5, -0.5, 0.5, 1.5], "counts": [B * G // 4, G, B * G // 4]}
-    return [Rollouts(step, rows), StepMetrics(step, total, metrics, hist, elapsed=0.01 * step)]
+    return [Rollouts(step, rows, prompts), StepMetrics(step, total, metrics, hist, elapsed=0.01 * step)]
 
 
-def make_fake_train(delay: float = 0.0, fail_message: str | None = None, error_every: int = 0):
+def make_fake_train(
+    delay: float = 0.0, fail_message: str | None = None, error_every: int = 0, unscored: int = 0
+):
     """A train function with the engine's signature that yields made-up events quickly, honours
     pause and stop like the engine (between steps), and writes events.jsonl when given a folder."""
     import json
@@ -239,7 +252,7 @@ def make_fake_train(delay: float = 0.0, fail_message: str | None = None, error_e
                     step -= 1
                     status = "stopped"
                     break
-                for event in fake_events(step, total, B, G, error_every):
+                for event in fake_events(step, total, B, G, error_every, unscored):
                     yield emit(event)
                 if delay:
                     time.sleep(delay)

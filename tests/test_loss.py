@@ -12,6 +12,7 @@ from grpo_desktop.engine.loss import (
     LossOutput,
     advantage_histogram,
     compute_advantages,
+    group_has_spread,
     policy_loss,
     signal_probability,
 )
@@ -64,6 +65,36 @@ def test_equal_rewards_give_zero_advantages() -> None:
     # All right or all wrong: r - mean = 0 everywhere, std 0 -> 0 / (0 + eps) = 0. No signal.
     for scale in ("group", "batch", "none"):
         assert _adv([1, 1, 1, 1, 0, 0, 0, 0], 4, scale=scale) == [0.0] * 8
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_groups_without_spread_get_exactly_zero(dtype, scale) -> None:
+    # float32 rounding of mean(1.2, 1.2, 1.2, 1.2) left each row at about +0.0012 after dividing
+    # by std + 1e-4 (179 such groups in one demo run). Every one of these groups has no spread.
+    flat = [1.2] * 4 + [0.1 + 0.2] * 4 + [1e6 + 0.1] * 4 + [0.3, 0.1 + 0.2, NAN, 0.3]
+    spread = [1.0, 0.0, 0.0, 0.0]  # one group with a spread, so "batch" has a std to divide by
+    rewards = torch.tensor(flat + spread, dtype=torch.float64).to(dtype)
+    advantages, group_std = compute_advantages(rewards, G=4, scale=scale)
+    assert advantages[:16].tolist() == [0.0] * 16  # exactly, not approximately
+    assert group_std[:4].tolist() == [0.0] * 4
+    assert advantages[16].item() > 0 > advantages[17].item() and advantages.dtype == dtype
+    assert group_has_spread(rewards, 4).tolist() == [False, False, False, False, True]
+
+
+def test_group_advantages_sum_to_zero_in_float64() -> None:
+    # Large offsets with a small real spread: float32 statistics would lose the 0.1 of 1e6 + 0.1.
+    gen = torch.Generator().manual_seed(0)
+    base = torch.tensor([1e6, 0.0, -3.5, 1e-3], dtype=torch.float64).repeat_interleave(8)
+    rewards = base + torch.rand(32, generator=gen, dtype=torch.float64)  # (32,)
+    rewards[5] = NAN
+    advantages, _ = compute_advantages(rewards, G=8)
+    for g in range(4):
+        a = advantages[g * 8 : (g + 1) * 8]
+        assert abs(float(a.sum())) <= 1e-6 * float(a.abs().sum())
+    # 1e6 + 0.1 against 1e6 + 0.2 is a real spread and must stay one.
+    a, _ = compute_advantages(torch.tensor([1e6 + 0.1, 1e6 + 0.2], dtype=torch.float64), G=2)
+    assert a.tolist() == pytest.approx([-1.0, 1.0], abs=1e-2)
 
 
 def test_nan_reward_gets_zero_and_does_not_shift_group() -> None:

@@ -88,6 +88,30 @@ def test_inspector_filters_by_step_sign_errors_and_text(qtbot, make_window):
     assert ins.filters.view_model.index(0, col).data() == "-1.000"
 
 
+def test_unscored_rows_read_no_score_and_are_never_filtered_or_sorted_as_zero(qtbot, make_window):
+    # The last two answers of group 1 could not be scored (the checker timed out): they have
+    # no advantage. Before, they showed "0", were listed under "No signal" and sorted as 0.
+    w = make_window(make_fake_train(unscored=2), steps=1)
+    run(qtbot, w)
+    ins = w.inspector
+    adv_col = ins.table_model.column("Advantage")
+    texts = [ins.filters.view_model.index(r, adv_col).data() for r in range(ins.visible_rows())]
+    assert texts.count("no score") == 2 and texts.count("0") == G  # group 0 has no spread
+    ins.sign_box.setCurrentIndex(ins.sign_box.findData("0"))
+    assert ins.visible_rows() == G  # only group 0: unscored rows are not "no signal"
+    ins.sign_box.setCurrentIndex(ins.sign_box.findData("n"))
+    assert ins.visible_rows() == 2
+    ins.table.selectRow(0)
+    text = ins.detail.toPlainText()
+    assert "no score" in text and "not trained on" in text and "timed out" in text
+    ins.sign_box.setCurrentIndex(0)
+    ins.table.sortByColumn(adv_col, Qt.SortOrder.DescendingOrder)
+    shown = [ins.filters.view_model.index(r, adv_col).data() for r in range(ins.visible_rows())]
+    assert shown[-2:] == ["no score", "no score"] and shown[0] == "+1.000"
+    prompt_col = ins.table_model.column("Prompt")
+    assert ins.filters.view_model.index(0, prompt_col).data() == "What is 1 × 1?"
+
+
 def test_detail_pane_explains_the_advantage_and_highlights_tags(qtbot, make_window):
     w = make_window()
     run(qtbot, w)

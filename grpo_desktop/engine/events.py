@@ -60,16 +60,58 @@ class RunStarted(Event):
 
 @dataclass(frozen=True)
 class Rollouts(Event):
-    """Every completion of one step. Each row holds:
+    """Every completion of one step. `prompts` holds each group's prompt once (a long prompt is
+    not repeated G times in events.jsonl); each row holds:
 
-    group, prompt, completion, answer, rewards ({function: float | None}), reward (weighted total,
-    None when no function could score it), advantage, length (tokens), truncated (hit the length
-    limit), error (checker error text or None).
+    group (index into prompts), completion, answer, rewards ({function: float | None}), reward
+    (weighted total, None when no function could score it), advantage (None when unscored),
+    length (tokens), truncated (hit the length limit), error (checker error text or None),
+    extracted (the answer the accuracy checker read), reasons ({function: why it scored so}).
+    Files written before prompts were stored once have a "prompt" in every row instead.
     """
 
     type: ClassVar[str] = "rollouts"
     step: int
     rows: list = field(default_factory=list)
+    prompts: list = field(default_factory=list)
+
+    def full_rows(self) -> list[dict]:
+        """The rows with each one's "prompt" filled in (see `rows_with_prompts`)."""
+        return rows_with_prompts(self.rows, self.prompts)
+
+
+def rows_with_prompts(rows: list, prompts: list | None) -> list[dict]:
+    """Rollout rows with "prompt" set from the step's per-group `prompts` (rows that already carry
+    a prompt, from older files, are kept as they are). The strings are shared, not copied."""
+    if not prompts:
+        return list(rows)
+    out = []
+    for row in rows:
+        if "prompt" in row:
+            out.append(row)
+            continue
+        g = row.get("group")
+        prompt = prompts[g] if isinstance(g, int) and 0 <= g < len(prompts) else ""
+        out.append({**row, "prompt": prompt})
+    return out
+
+
+ALERT_KINDS = ("checker_errors", "checker_timeouts")
+SEVERITIES = ("warning", "critical")
+
+
+@dataclass(frozen=True)
+class Alert(Event):
+    """Something is wrong with the run that the user must see: the checker failing, and (later)
+    the health alarms. kind: one of ALERT_KINDS (more may come); severity: warning | critical;
+    message says what happened, advice what to do about it."""
+
+    type: ClassVar[str] = "alert"
+    step: int
+    kind: str
+    severity: str
+    message: str
+    advice: str = ""
 
 
 @dataclass(frozen=True)
@@ -136,6 +178,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         EvalResult,
         CheckpointSaved,
         LogMessage,
+        Alert,
         RunFinished,
     )
 }

@@ -21,6 +21,7 @@ How to try it:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -59,7 +60,8 @@ def compute_advantages(
     """Group-relative advantages of B*G rewards grouped contiguously (one prompt's G rows in a run).
 
     scale="group": A = (r - mean_g) / (std_g + eps); "batch": mean per group, std over every scored
-    reward of the batch; "none": A = r - mean_g. std_type "population" divides by n (the lessons,
+    reward of the batch; "none": A = r - mean_g. Statistics are taken in float64, and a group whose
+    scored rewards are all equal gets advantages of exactly 0 (and std 0). std_type "population" divides by n (the lessons,
     DeepSeekMath), "sample" by n - 1 (TRL). NaN rewards ("no score") are left out of the mean and
     std and get advantage 0; a group with fewer than two scored rows has std 0 (so its advantages
     are 0). Returns (advantages (N,), group_std (B,)); group_std is the per-group std of `std_type`
@@ -73,22 +75,42 @@ def compute_advantages(
         raise ValueError(f"rewards must be 1-D (B*G,), got shape {tuple(rewards.shape)}")
     if G < 1 or rewards.numel() % G != 0:
         raise ValueError(f"{rewards.numel()} rewards cannot be split into groups of G={G}")
-    if not rewards.is_floating_point():
-        rewards = rewards.float()
+    out_dtype = rewards.dtype if rewards.is_floating_point() else torch.float32
+    # Group statistics in float64: float32 rounding of a mean like 1.2 left every row of a group
+    # without spread at about ±1e-3 after dividing by std + eps, a small systematic push.
     sample = std_type == "sample"
-    grouped = rewards.view(-1, G)  # (B, G)
+    grouped = rewards.to(torch.float64).view(-1, G)  # (B, G)
+    spread = _has_spread(grouped)  # (B, 1) bool
     mean_g = torch.nanmean(grouped, dim=1, keepdim=True)  # (B, 1)
     group_std = _nan_std(grouped, dim=1, sample=sample)  # (B, 1)
-    centered = grouped - mean_g  # (B, G), NaN where the reward is NaN
+    group_std = torch.where(spread, group_std, torch.zeros_like(group_std))  # (B, 1)
+    centered = torch.where(spread, grouped - mean_g, torch.zeros_like(grouped))  # (B, G)
     if scale == "group":
         advantages = centered / (group_std + eps)  # (B, G)
     elif scale == "batch":
-        batch_std = _nan_std(rewards, dim=0, sample=sample)  # (1,)
+        batch_std = _nan_std(grouped.reshape(-1), dim=0, sample=sample)  # (1,)
         advantages = centered / (batch_std + eps)  # (B, G)
     else:
         advantages = centered  # (B, G)
     advantages = torch.nan_to_num(advantages, nan=0.0)  # (B, G) unscored rows carry no signal
-    return advantages.reshape(-1), group_std.squeeze(1)
+    return advantages.reshape(-1).to(out_dtype), group_std.squeeze(1).to(out_dtype)
+
+
+def _has_spread(grouped: torch.Tensor, rel: float = 1e-12) -> torch.Tensor:
+    """Whether each group's scored rewards differ by more than float64 rounding: (B, 1) bool.
+
+    Exact zero advantages for groups without spread (all 1.2, or 0.1 + 0.2 computed two ways)
+    need this test: their float mean differs from the values in the last bit.
+    """
+    lo = torch.nan_to_num(grouped, nan=math.inf).min(dim=1, keepdim=True).values  # (B, 1)
+    hi = torch.nan_to_num(grouped, nan=-math.inf).max(dim=1, keepdim=True).values  # (B, 1)
+    scale = torch.maximum(lo.abs(), hi.abs())  # (B, 1), inf when nothing was scored
+    return torch.isfinite(hi - lo) & (hi - lo > rel * scale)  # (B, 1)
+
+
+def group_has_spread(rewards: torch.Tensor, G: int) -> torch.Tensor:
+    """Per group of G contiguous rewards, whether they differ (NaN = no score, ignored): (B,)."""
+    return _has_spread(rewards.to(torch.float64).view(-1, G)).squeeze(1)
 
 
 def policy_loss(

@@ -19,7 +19,7 @@ import torch
 
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.data import Example, build_prompt
-from grpo_desktop.engine.loss import compute_advantages, policy_loss
+from grpo_desktop.engine.loss import compute_advantages, group_has_spread, policy_loss
 from grpo_desktop.engine.rewards import RewardBatch, RewardSet
 from grpo_desktop.engine.rollout import (
     Completions,
@@ -44,7 +44,8 @@ class Groups:
 class StepOutput:
     rows: list[dict]
     metrics: dict[str, float]
-    advantages: list[float]
+    advantages: list[float]  # of the scored rows only (unscored rows carry no advantage)
+    prompts: list[str] = field(default_factory=list)  # each group's prompt, once
 
 
 def sample_groups(policy, examples: list[Example], cfg: TrainConfig, rewards: RewardSet) -> Groups:
@@ -70,18 +71,10 @@ def sample_groups(policy, examples: list[Example], cfg: TrainConfig, rewards: Re
     answers = [ex.answer for ex in examples for _ in range(G)]
     scored = rewards.score(problems, comps.texts, answers)
     totals = torch.tensor(
-        [math.nan if v is None else float(v) for v in scored.totals], dtype=torch.float32
-    )  # (N,)
+        [math.nan if v is None else float(v) for v in scored.totals], dtype=torch.float64
+    )  # (N,) float64: a reward of 1e6 + 0.1 keeps its 0.1
     timings = {"time/generate": t1 - t0, "time/rewards": time.perf_counter() - t1}
     return Groups(examples, comps, scored, totals, timings)
-
-
-def _group_has_spread(totals: torch.Tensor, G: int) -> torch.Tensor:
-    grouped = totals.view(-1, G)  # (B, G)
-    finite = torch.nan_to_num(grouped, nan=math.inf)
-    lo = finite.min(dim=1).values
-    hi = torch.nan_to_num(grouped, nan=-math.inf).max(dim=1).values
-    return (hi - lo) > 1e-6  # (B,)
 
 
 def _pad_cat(tensors: list[torch.Tensor], value: float, left: bool) -> torch.Tensor:
@@ -123,10 +116,19 @@ def select_groups(parts: list[Groups], keep: list[torch.Tensor], G: int, pad_id:
         values={n: [p.rewards.values[n][i] for p, rr in pick for i in rr] for n in names},
         totals=[p.rewards.totals[i] for p, rr in pick for i in rr],
         errors=[p.rewards.errors[i] for p, rr in pick for i in rr],
+        extracted=_pick(pick, "extracted"),
+        reasons=_pick(pick, "reasons"),
     )
     totals = torch.cat([p.totals[r] for p, r in zip(parts, idx_rows)])
     timings = {k: sum(p.timings.get(k, 0.0) for p in parts) for k in parts[0].timings}
     return Groups(examples, comps, batch, totals, timings)
+
+
+def _pick(pick: list, attr: str) -> list:
+    """The kept rows' entries of an optional per-row RewardBatch list (empty when unset)."""
+    if any(len(getattr(p.rewards, attr)) < len(p.rewards.totals) for p, _ in pick):
+        return []
+    return [getattr(p.rewards, attr)[i] for p, rr in pick for i in rr]
 
 
 def _optimizer_update(policy, optimizer, scheduler, max_grad_norm: float, timings: dict) -> float:
@@ -219,6 +221,7 @@ def grpo_step(policy, optimizer, scheduler, groups: Groups, cfg: TrainConfig) ->
     lengths = c.lengths.tolist()
     adv = advantages.tolist()
     rows = _rollout_rows(groups, adv, lengths)
+    scored_adv = [row["advantage"] for row in rows if row["advantage"] is not None]
     metrics = _step_metrics(groups, group_std, lengths, G)
     metrics.update(sums)
     metrics.update(timings)
@@ -231,7 +234,7 @@ def grpo_step(policy, optimizer, scheduler, groups: Groups, cfg: TrainConfig) ->
             "num_tokens": float(c.prompt_mask.sum() + c.completion_mask.sum()),
         }
     )
-    return StepOutput(rows, metrics, adv)
+    return StepOutput(rows, metrics, scored_adv, [ex.problem for ex in groups.examples])
 
 
 def _rows(args: tuple, s: slice) -> tuple:
@@ -241,21 +244,26 @@ def _rows(args: tuple, s: slice) -> tuple:
 def _rollout_rows(groups: Groups, adv: list[float], lengths: list[float]) -> list[dict]:
     G = len(adv) // max(1, len(groups.examples))
     r = groups.rewards
+    n = len(groups.completions.texts)
+    extracted = r.extracted if len(r.extracted) == n else [None] * n
+    reasons = r.reasons if len(r.reasons) == n else [{}] * n
     rows = []
     for i, text in enumerate(groups.completions.texts):
         ex = groups.examples[i // G]
+        unscored = r.totals[i] is None
         rows.append(
             {
-                "group": i // G,
-                "prompt": ex.problem,
+                "group": i // G,  # the prompt is stored once per group (Rollouts.prompts)
                 "completion": text,
                 "answer": ex.answer,
-                "rewards": {n: r.values[n][i] for n in r.names},
+                "rewards": {name: r.values[name][i] for name in r.names},
                 "reward": r.totals[i],
-                "advantage": adv[i],
+                "advantage": None if unscored else adv[i],  # no score: no advantage, not 0
                 "length": int(lengths[i]),
                 "truncated": bool(groups.completions.truncated[i]),
                 "error": r.errors[i],
+                "extracted": extracted[i],
+                "reasons": dict(reasons[i] or {}),
             }
         )
     return rows
@@ -267,7 +275,7 @@ def _step_metrics(groups: Groups, group_std: torch.Tensor, lengths: list[float],
     metrics = {
         "reward": mean,
         "reward_std": float(torch.nan_to_num(group_std).mean()),
-        "frac_reward_zero_std": float((~_group_has_spread(groups.totals, G)).float().mean()),
+        "frac_reward_zero_std": float((~group_has_spread(groups.totals, G)).float().mean()),
         "completions/mean_length": sum(lengths) / len(lengths),
         "completions/min_length": min(lengths),
         "completions/max_length": max(lengths),

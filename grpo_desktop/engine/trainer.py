@@ -44,10 +44,10 @@ from grpo_desktop.engine.events import (
     StepMetrics,
     truncate_events_after,
 )
-from grpo_desktop.engine.loss import advantage_histogram
+from grpo_desktop.engine.loss import advantage_histogram, group_has_spread
 from grpo_desktop.engine.modeling import Policy, load_policy
 from grpo_desktop.engine.rewards import RewardSet
-from grpo_desktop.engine.step import _group_has_spread, grpo_step, sample_groups, select_groups
+from grpo_desktop.engine.step import grpo_step, sample_groups, select_groups
 
 EVENTS_FILE = "events.jsonl"
 CONFIG_FILE = "config.json"
@@ -238,7 +238,7 @@ class _Run:
             out.metrics["step_time"] = time.perf_counter() - t0
             if frac_zero is not None:
                 out.metrics["frac_reward_zero_std"] = frac_zero
-            yield Rollouts(step, out.rows)
+            yield Rollouts(step, out.rows, out.prompts)
             yield StepMetrics(
                 step,
                 total,
@@ -273,7 +273,7 @@ class _Run:
         groups = sample_groups(policy, [train[i] for i in idx], cfg, self.rewards)
         if not a.dynamic_sampling:
             return grpo_step(policy, optimizer, scheduler, groups, cfg), None
-        parts, keep = [groups], [_group_has_spread(groups.totals, G)]
+        parts, keep = [groups], [group_has_spread(groups.totals, G)]
         frac_zero = 1.0 - float(keep[0].float().mean())
         for round_ in range(1, a.max_resample_rounds + 1):
             if int(sum(int(k.sum()) for k in keep)) >= B:
@@ -282,7 +282,7 @@ class _Run:
             idx = batch_indices(len(train), step - 1, B, extra_seed)
             part = sample_groups(policy, [train[i] for i in idx], cfg, self.rewards)
             parts.append(part)
-            keep.append(_group_has_spread(part.totals, G))
+            keep.append(group_has_spread(part.totals, G))
         kept_total = sum(int(k.sum()) for k in keep)
         if kept_total == 0:  # nothing to learn from: train on the original batch (zero advantages)
             return grpo_step(policy, optimizer, scheduler, groups, cfg), frac_zero

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from grpo_desktop.engine.events import Event, event_from_dict
+from grpo_desktop.engine.events import Event, event_from_dict, rows_with_prompts
 from grpo_desktop.session.rollouts import DEFAULT_MAX_ROWS, RolloutStore
 
 # The order metrics come in CSV exports; any others follow alphabetically.
@@ -220,7 +220,7 @@ class RunHistory:
         self.total_steps = int(d.get("total_steps", 0))
 
     def _on_rollouts(self, d: dict) -> None:
-        self.rollouts.add(int(d["step"]), d.get("rows") or [])
+        self.rollouts.add(int(d["step"]), rows_with_prompts(d.get("rows") or [], d.get("prompts")))
 
     def _on_step(self, d: dict) -> None:
         step = int(d["step"])

@@ -21,6 +21,8 @@ import os
 import re
 from collections import OrderedDict
 
+from grpo_desktop.engine.events import rows_with_prompts
+
 DEFAULT_MAX_ROWS = 20_000
 _ROLLOUTS_PREFIX = b'{"type": "rollouts", "step": '
 _STARTED_PREFIX = b'{"type": "run_started"'
@@ -132,7 +134,9 @@ class RolloutStore:
             data = json.loads(line)
         except ValueError:
             return None
-        return data.get("rows") if data.get("type") == "rollouts" else None
+        if data.get("type") != "rollouts":
+            return None
+        return rows_with_prompts(data.get("rows") or [], data.get("prompts"))
 
     def _scan(self, path: str) -> None:
         """Index the rollouts lines appended since the last scan (only complete lines). A

@@ -40,6 +40,7 @@ SIGNS = (
     ("+", "Pushed up (A > 0)"),
     ("-", "Pushed down (A < 0)"),
     ("0", "No signal (A = 0)"),
+    ("n", "No score (could not be scored)"),
 )
 EMPTY_DETAIL = (
     "<p style='color:#666'>Select a rollout to read it in full. Each step, every prompt gets a "

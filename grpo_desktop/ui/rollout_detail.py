@@ -41,7 +41,10 @@ def explain_advantage(row: dict, group_rows: list[dict]) -> str:
     adv = row.get("advantage")
     scored = [float(r["reward"]) for r in group_rows if r.get("reward") is not None]
     if row.get("reward") is None:
-        return "No reward function could score this answer, so its advantage is 0: it is ignored."
+        return (
+            "No reward function could score this answer (see the error below), so it has no "
+            "advantage: it is left out of its group's average and spread and is not trained on."
+        )
     if not scored:
         return ""
     mean = sum(scored) / len(scored)
@@ -55,7 +58,7 @@ def explain_advantage(row: dict, group_rows: list[dict]) -> str:
             f"{group} Every answer in the group scored the same, so every advantage is 0 and this "
             "group teaches nothing: GRPO learns only from the spread within a group."
         )
-    if adv is None or abs(adv) < 1e-9:
+    if adv is None or adv == 0:
         return (
             f"{group} This answer scored exactly the average, so it is neither pushed up nor down."
         )
@@ -64,6 +67,23 @@ def explain_advantage(row: dict, group_rows: list[dict]) -> str:
         f"{group} With reward {float(row['reward']):.3g}, its advantage is {adv:+.3f}, so every "
         f"token of it is made {direction} its group's average."
     )
+
+
+def _advantage_text(row: dict) -> str:
+    if row.get("reward") is None:
+        return "no score"
+    adv = row.get("advantage")
+    return "advantage 0" if not adv else f"advantage {adv:+.3f}"
+
+
+def _extracted_html(row: dict) -> str:
+    """What the accuracy checker read as the final answer, and why it scored so, when known."""
+    out = ""
+    if row.get("extracted") is not None:
+        out += f" · <b>read as</b> {html.escape(str(row['extracted']))}"
+    for name, why in (row.get("reasons") or {}).items():
+        out += f" · <b>{html.escape(str(name))}</b>: {html.escape(str(why))}"
+    return out
 
 
 def rollout_html(
@@ -82,7 +102,7 @@ def rollout_html(
     error = row.get("error")
     out = [
         f"<h3 style='margin:0'>Step {step} · group {row.get('group', 0)} · "
-        f"<span style='color:{colour}'>advantage {0.0 if adv is None else adv:+.3f}</span></h3>",
+        f"<span style='color:{colour}'>{_advantage_text(row)}</span></h3>",
         f"<p>{html.escape(explain_advantage(row, group_rows))}</p>",
         f"<p><b>Reward</b> {_fmt(row.get('reward'))}"
         + (f" ({parts})" if parts else "")
@@ -103,6 +123,8 @@ def rollout_html(
             or "<i>(empty)</i>"
         )
         + "</div>",
-        f"<p><b>Reference answer</b> {html.escape(str(row.get('answer', '')))}</p>",
+        f"<p><b>Reference answer</b> {html.escape(str(row.get('answer', '')))}"
+        + _extracted_html(row)
+        + "</p>",
     ]
     return "\n".join(out)

@@ -150,7 +150,11 @@ class RolloutTableModel(QStandardItemModel):
         spread = spreads.get(group)
         rewards = row.get("rewards") or {}
         prompt, completion = str(row.get("prompt", "")), str(row.get("completion", ""))
-        sign = "0" if adv is None or abs(adv) < 1e-9 else ("+" if adv > 0 else "-")
+        unscored = reward is None  # "no score": never shown, sorted or filtered as a 0
+        if unscored:
+            sign, adv = "n", None
+        else:
+            sign = "0" if adv is None or adv == 0 else ("+" if adv > 0 else "-")
         if spread is None:
             spread_text = NO_SCORE
         else:
@@ -167,7 +171,7 @@ class RolloutTableModel(QStandardItemModel):
         cells.update(
             {
                 "Reward": (_number_text(reward), -math.inf if reward is None else reward),
-                "Advantage": ("0" if sign == "0" else f"{adv:+.3f}", 0.0 if adv is None else adv),
+                "Advantage": _advantage_cell(sign, adv),
                 "Group spread": (spread_text, -1.0 if spread is None else spread),
                 "Length": (str(row.get("length", "")), int(row.get("length") or 0)),
                 "Truncated": (
@@ -198,14 +202,34 @@ class RolloutTableModel(QStandardItemModel):
         items["Prompt"].setToolTip(prompt[:2000])
         if spread is not None and spread < 1e-9:
             items["Group spread"].setForeground(QBrush(QColor("#8e44ad")))
+        if unscored:
+            grey = QBrush(QColor("#777777"))
+            items["Advantage"].setForeground(grey)
+            items["Reward"].setForeground(grey)
+            items["Advantage"].setToolTip(
+                "No reward function could score this answer"
+                + (f" ({error[:200]})" if error else "")
+                + ", so it is left out of its group's mean and spread and is not trained on."
+            )
         if error:
             items["Checker error"].setForeground(QBrush(QColor("#b3261e")))
             items["Checker error"].setToolTip(error)
         return list(items.values())
 
 
+def _advantage_cell(sign: str, adv: float | None) -> tuple[str, float]:
+    """Text and sort key of the Advantage column: unscored rows read "no score" and sort below
+    every number (never among the zeros)."""
+    if sign == "n":
+        return NO_SCORE, -math.inf
+    if sign == "0":
+        return "0", 0.0
+    return f"{adv:+.3g}" if abs(adv) < 1e-3 else f"{adv:+.3f}", adv
+
+
 def filter_pattern(step: int | None, sign: str, errors_only: bool) -> str:
-    """The key-column regex for a step (None: any), a sign ('+', '-', '0' or '' for any) and
+    """The key-column regex for a step (None: any), a sign ('+', '-', '0', 'n' for no score or ''
+    for any) and
     whether only rows with a checker error pass."""
     parts = ["^"]
     if step is not None:

@@ -283,7 +283,7 @@ class SessionModel(QObject):
     def _on_runner_event_received(self, event) -> None:
         kind = event.type
         if kind == "rollouts":
-            dropped = self.history.rollouts.add(event.step, event.rows)
+            dropped = self.history.rollouts.add(event.step, event.full_rows())
             self.history.version += 1
             self.rollouts_added.emit(event.step, dropped)
             return
