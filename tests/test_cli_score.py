@@ -86,7 +86,7 @@ def test_demo_scores_each_line_in_order_with_the_demo_weights(samples):
     err = proc.stderr
     assert "Scored 4 samples" in err
     assert "accuracy  mean 0.750" in err and "format    mean 0.750" in err
-    assert "reward    mean 0.900" in err and "0 checker errors" in err
+    assert "reward    mean 0.900" in err and "checker errors: 0 · samples with no score: 0" in err
 
 
 def test_output_file_gets_the_lines_and_stdout_stays_empty(tmp_path, samples):
@@ -189,7 +189,7 @@ def test_custom_checker_is_refused_until_trusted_then_scores(tmp_path):
     assert [o["reward"] for o in out] == pytest.approx([2.7, 0.2, 0.2])
     assert out[0]["error"] is None
     assert "ValueError" in out[2]["error"] and "cannot read this one" in out[2]["error"]
-    assert "1 checker errors" in proc.stderr and "(1 unscored)" in proc.stderr
+    assert "checker errors: 1" in proc.stderr and "(1 unscored)" in proc.stderr
 
     again = score(cfg_path, "--input", samples)  # trusted once: remembered for this code
     assert again.returncode == 0, again.stderr

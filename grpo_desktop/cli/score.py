@@ -142,7 +142,7 @@ def _print_summary(results: list[dict], source: str, rewards) -> None:
         lines.append(f"  {name:<9} mean {show(mean)}  (weight {weights.get(name, 0):g}){extra}")
     lines.append(f"  {'reward':<9} mean {show(summary['reward_mean'])}  (weighted total)")
     lines.append(
-        f"  {summary['errors']:,} checker errors, {summary['unscored']:,} samples with no score"
+        f"  checker errors: {summary['errors']:,} · samples with no score: {summary['unscored']:,}"
     )
     for reason, count in list(summary["reasons"].items())[:5]:
         lines.append(f"  {count:,} × {reason}")

@@ -254,7 +254,8 @@ def summary_line(summary: dict[str, Any]) -> str:
     parts = [f"{summary['count']:,} samples"]
     parts += [f"{name} mean {_mean(m)}" for name, m in summary["means"].items()]
     parts.append(f"reward mean {_mean(summary['reward_mean'])}")
-    parts.append(f"{summary['errors']:,} checker errors")
+    errors = summary["errors"]
+    parts.append(f"{errors:,} checker error{'' if errors == 1 else 's'}")
     parts.append(f"{summary['unscored']:,} unscored")
     return " · ".join(parts)
 

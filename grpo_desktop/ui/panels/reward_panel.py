@@ -5,7 +5,8 @@ accuracy weight a warning explains the reward-hacking trap from the lessons. The
 Python (`check(completion, answer, prompt) -> float`) in an editor with line numbers; it is
 compiled as you type (nothing runs) and "Test checker" runs it in a separate process on sample
 completions (the latest rollouts when there are any), showing each score or error and marking the
-line it failed on.
+line it failed on. "Test on a file…" scores a JSONL file of samples with all these settings and
+shows a table (panels/score_dialog.py), as `grpo-desktop score` does.
 
 Checker code that came with a session or settings file from elsewhere and was not trusted yet is
 shown read-only with a note and a Trust button; until then it cannot be tested or trained with.
@@ -33,6 +34,7 @@ from grpo_desktop.engine.checker import compile_checker, test_checker
 from grpo_desktop.engine.errors import CheckerError
 from grpo_desktop.ui.code_editor import CodeEditor
 from grpo_desktop.ui.form import ConfigForm, tooltip_for
+from grpo_desktop.ui.panels.score_dialog import ScoreFileRow
 from grpo_desktop.ui.session_model import UNTRUSTED_CHECKER
 from grpo_desktop.ui.tasks import BackgroundTasks
 from grpo_desktop.ui.widgets import SliderSpin, note_label, set_note, wrapped_label
@@ -92,6 +94,8 @@ class RewardPanel(QWidget):
             ],
         )
         wform.addRow(self.scoring_form)
+        self.file_test = ScoreFileRow(self._current_rewards)
+        wform.addRow(self.file_test)
 
         self.editor = CodeEditor()
         self.editor.setObjectName("rewards.custom_checker")
@@ -234,6 +238,7 @@ class RewardPanel(QWidget):
         self.editor.setReadOnly(not trusted)
         self.test_button.setEnabled(trusted)
         self.test_button.setToolTip(TEST_TIP if trusted else UNTRUSTED_CHECKER)
+        self.file_test.set_trusted(trusted)
 
     def _on_compile_timer_timeout(self) -> None:
         if self.editor.toPlainText() != self.model.config.rewards.custom_checker:
@@ -263,6 +268,12 @@ class RewardPanel(QWidget):
         if rows:
             return [(r["completion"], r["answer"], r["prompt"]) for r in rows]
         return list(SAMPLE_COMPLETIONS)
+
+    def _current_rewards(self):
+        """The reward settings as shown (checker code being typed is written through first)."""
+        self._compile_timer.stop()
+        self._on_compile_timer_timeout()
+        return self.model.config.rewards
 
     def test_checker(self) -> None:
         """Run the checker on the samples in the background; results fill the table."""
