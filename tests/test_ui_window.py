@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import make_fake_train
-from PySide6.QtCore import QPointF, QSettings, Qt
+from PySide6.QtCore import QPointF, QSettings, Qt, QTimer
 
 from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.ui.app import ScriptedRun
@@ -272,3 +272,63 @@ def test_scripted_mode_exits_non_zero_when_the_run_fails(qtbot, make_window):
     ScriptedRun(w, app, autostart=True, quit_after=3, screenshot=None)
     qtbot.waitUntil(lambda: app.code is not None, timeout=10_000)
     assert app.code == 1
+
+
+def _alerting_train(config, control, run_dir=None, resume=False):
+    from conftest import fake_events
+
+    from grpo_desktop.engine.events import Alert, RunFinished, RunStarted
+
+    yield RunStarted("fake", config.to_dict(), 0, 1, "cpu (fake)", "fake-model", 10, 1)
+    yield from fake_events(1, 1, B, G)
+    yield Alert(1, "checker_timeouts", "critical", "Your checker timed out.", "Make it quick.")
+    yield RunFinished("completed", 1, "done", None)
+
+
+def test_alerts_reach_the_message_bar_the_log_the_status_bar_and_the_history(qtbot, make_window):
+    w = make_window(_alerting_train, steps=1)
+    run(qtbot, w)
+    assert w.message_bar.kind == "error" and "timed out" in w.message_bar.text.text()
+    assert "Make it quick." in w.message_bar.text.text()
+    assert "Step 1: Your checker timed out. Make it quick." in w.log_view.toPlainText()
+    assert w.model.history.alerts[0]["kind"] == "checker_timeouts"
+
+
+def _answer_box(qtbot, button_text: str, seen: list) -> None:
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    def answer():
+        box = QApplication.activeModalWidget()
+        if not isinstance(box, QMessageBox):
+            QTimer.singleShot(20, answer)
+            return
+        seen.append(box.text())
+        for b in box.buttons():
+            if b.text().replace("&", "") == button_text:
+                b.click()
+                return
+
+    QTimer.singleShot(0, answer)
+
+
+def test_start_after_a_failed_checker_test_asks_first(qtbot, make_window):
+    w = make_window(steps=1)
+    panel = w.reward_panel
+    panel.editor.setPlainText(
+        "def check(completion, answer, prompt):\n    raise ValueError('broken')\n"
+    )
+    panel.test_checker()
+    qtbot.waitUntil(lambda: panel.test_button.isEnabled(), timeout=30_000)
+    seen: list = []
+    _answer_box(qtbot, "Cancel", seen)
+    assert not w.start_run()
+    assert seen and "failed on 5 of 5 samples" in seen[0] and w.model.state == "idle"
+    _answer_box(qtbot, "Start Anyway", seen)
+    assert w.start_run()
+    qtbot.waitUntil(lambda: w.model.state == FINISHED, timeout=10_000)
+    assert len(seen) == 2
+    # A fixed checker that passes its test starts without asking.
+    panel.editor.setPlainText("def check(completion, answer, prompt):\n    return 1.0\n")
+    panel.test_checker()
+    qtbot.waitUntil(lambda: panel.test_button.isEnabled(), timeout=30_000)
+    assert w.model.failed_checker_test() is None

@@ -15,9 +15,12 @@ class Progress:
         self.accuracy = None
 
     def update(self, event) -> None:
+        kind = event.type
+        if kind == "alert":  # shown even with --quiet: the run is in trouble
+            self._print(f"{event.severity}: {event.message} {event.advice}".rstrip())
+            return
         if not self.enabled:
             return
-        kind = event.type
         if kind == "run_started":
             self._print(
                 f"Training {event.model} on {event.device}, steps {event.start_step}..{event.total_steps}"
@@ -54,7 +57,7 @@ class Progress:
             print(text, file=sys.stderr)
 
     def _print(self, text: str) -> None:
-        if self.tty:
+        if self.tty and self.enabled:
             sys.stderr.write("\r" + " " * 100 + "\r")
         print(text, file=sys.stderr)
 

@@ -282,6 +282,7 @@ def _step_metrics(groups: Groups, group_std: torch.Tensor, lengths: list[float],
         "completions/clipped_ratio": float(groups.completions.truncated.float().mean()),
         "num_groups": float(len(groups.examples)),
         "checker_errors": float(sum(e is not None for e in r.errors)),
+        "checker_error_rate": sum(e is not None for e in r.errors) / max(1, len(r.errors)),
     }
     for name in r.names:
         fn_mean, fn_std = _nan_stats(r.values[name])

@@ -29,6 +29,7 @@ import torch
 
 from grpo_desktop.engine import checkpoint as ckpt
 from grpo_desktop.engine import kernels
+from grpo_desktop.engine.alerts import CheckerWatch
 from grpo_desktop.engine.config import TrainConfig, validate, warnings
 from grpo_desktop.engine.control import TrainControl
 from grpo_desktop.engine.data import Example, batch_indices, load_data
@@ -192,6 +193,7 @@ class _Run:
         torch.manual_seed(cfg.run.seed)  # LoRA initialisation is random: make it repeatable
         self.policy = load_policy(cfg, adapter_path=adapter, weights_path=weights)
         self.rewards = RewardSet(self.cfg.rewards)
+        self.watch = CheckerWatch(self.cfg.rewards.checker_timeout_s)
         params = self.policy.trainable_parameters()
         a = self.cfg.algorithm
         optimizer = torch.optim.AdamW(params, lr=a.learning_rate, weight_decay=a.weight_decay)
@@ -247,6 +249,13 @@ class _Run:
                 time.time() - state["t0"],
             )
             yield from self._hints(step, out.metrics)
+            stop_message = None
+            if "custom" in self.rewards.names:
+                alerts, stop_message = self.watch.after_step(step, [r["error"] for r in out.rows])
+                yield from alerts
+            if stop_message:
+                status = "failed"
+                break
             if data.eval and cfg.run.eval_every and step % cfg.run.eval_every == 0 and step < total:
                 yield evaluate(policy, data.eval, cfg, step=step)
             minutes = cfg.run.checkpoint_minutes
@@ -263,6 +272,8 @@ class _Run:
         if status == "completed" and data.eval:
             yield evaluate(policy, data.eval, cfg, step=step)
         message = "Finished all steps." if status == "completed" else f"Stopped after step {step}."
+        if status == "failed":
+            message = stop_message
         yield RunFinished(status, step, message, None, time.time() - state["t0"])
 
     def _step(self, train: list[Example], step: int, optimizer, scheduler):

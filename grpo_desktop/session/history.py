@@ -189,6 +189,7 @@ class RunHistory:
         self._hists: list[tuple[list[float], list[int]] | None] = []
         self.evals: list[dict] = []
         self.logs: list[dict] = []
+        self.alerts: list[dict] = []  # alert events (checker failures, health alarms), in order
         self.checkpoints: list[dict] = []
         self.version = 0  # bumped on every change; views redraw when it moved
         self.rollouts.clear()
@@ -245,6 +246,9 @@ class RunHistory:
     def _on_log(self, d: dict) -> None:
         self.logs.append(d)
 
+    def _on_alert(self, d: dict) -> None:
+        self.alerts.append(d)
+
     def _on_checkpoint(self, d: dict) -> None:
         self.checkpoints.append(d)
 
@@ -258,6 +262,7 @@ class RunHistory:
         del self._hists[keep:]
         self.evals = [e for e in self.evals if e["step"] <= step]
         self.logs = [e for e in self.logs if e.get("step", 0) <= step]
+        self.alerts = [e for e in self.alerts if e.get("step", 0) <= step]
         self.checkpoints = [e for e in self.checkpoints if e["step"] <= step]
         self.rollouts.truncate_after(step)
         self._heat = _HeatMap()

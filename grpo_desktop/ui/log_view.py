@@ -26,6 +26,7 @@ class LogView(QPlainTextEdit):
         model.run_started.connect(self._on_model_run_started)
         model.session_replaced.connect(self._on_model_session_replaced)
         model.log_added.connect(self._on_model_log_added)
+        model.alert_raised.connect(self._on_model_alert_raised)
         model.eval_finished.connect(self._on_model_eval_finished)
         model.checkpoint_saved.connect(self._on_model_checkpoint_saved)
         model.run_finished.connect(self._on_model_run_finished)
@@ -55,6 +56,10 @@ class LogView(QPlainTextEdit):
     def _on_model_log_added(self, e) -> None:
         kind = "warning" if e.level == "warning" else "info"
         self.add(f"Step {e.step}: {e.message}", kind)
+
+    def _on_model_alert_raised(self, e) -> None:
+        kind = "error" if e.severity == "critical" else "warning"
+        self.add(f"Step {e.step}: {e.message} {e.advice}".rstrip(), kind)
 
     def _on_model_eval_finished(self, e) -> None:
         self.add(

@@ -41,7 +41,11 @@ from grpo_desktop.ui.plots import PlotsView
 from grpo_desktop.ui.resume_banner import ResumeBanner
 from grpo_desktop.ui.run_controls import RunControls
 from grpo_desktop.ui.session_controller import SessionController, untitled_document
-from grpo_desktop.ui.session_dialogs import CANCEL, NEW_SESSION
+from grpo_desktop.ui.session_dialogs import (
+    CANCEL,
+    NEW_SESSION,
+    ask_start_with_failed_checker,
+)
 from grpo_desktop.ui.session_model import UNTRUSTED_CHECKER, SessionModel
 from grpo_desktop.ui.system_info import DeviceProbe, describe_device, memory_in_use
 from grpo_desktop.ui.tasks import wait_for_all
@@ -159,6 +163,7 @@ class MainWindow(QMainWindow):
         self.model.pause_reached.connect(self._on_model_step_finished)
         self.model.eval_finished.connect(self._on_model_eval_finished)
         self.model.log_added.connect(self._on_model_log_added)
+        self.model.alert_raised.connect(self._on_model_alert_raised)
         self.model.run_finished.connect(self._on_model_run_finished)
         self.model.step_focused.connect(self._on_model_step_focused)
         self.model.device_info_changed.connect(self._on_model_device_info_changed)
@@ -238,6 +243,11 @@ class MainWindow(QMainWindow):
             self.docks["reward"].show()
             self.docks["reward"].raise_()
             return False
+        failed_test = self.model.failed_checker_test()
+        if failed_test is not None and not ask_start_with_failed_checker(self, *failed_test):
+            self.docks["reward"].show()
+            self.docks["reward"].raise_()
+            return False
         resume = not fresh and self.model.can_continue()
         state = self.model.run_state()
         if not resume and state.has_steps:
@@ -297,6 +307,11 @@ class MainWindow(QMainWindow):
             self.show_message("warning", event.message)
         else:
             self.statusBar().showMessage(event.message.split(". ")[0].rstrip(".") + ".", 15_000)
+
+    def _on_model_alert_raised(self, event) -> None:
+        kind = "error" if event.severity == "critical" else "warning"
+        self.show_message(kind, f"{event.message} {event.advice}".rstrip())
+        self.statusBar().showMessage(f"Alert at step {event.step}: {event.message}", 30_000)
 
     def _on_model_run_finished(self, event) -> None:
         if event.status == "failed":

@@ -74,7 +74,9 @@ TIPS = {
     "steps without signal.",
     "length": "Completion length in tokens: mean, with the min–max range. Growing length with flat "
     "accuracy is the length bias of the grpo loss.",
-    "truncated": "Share of completions cut off at the length limit. Near 1, answers never finish.",
+    "truncated": "Share of completions cut off at the length limit (orange): near 1, answers never "
+    "finish. In red, the share your custom checker failed on (raised, hung or returned no "
+    "number): those answers got no score from it.",
     "kl": "KL divergence from the starting model (only with β > 0).",
     "loss": "The GRPO loss. With one update per batch it hovers near 0 and says little; watch "
     "reward and accuracy instead.",
@@ -253,6 +255,10 @@ class PlotsView(QWidget):
             sp = self._new_plot(name, title, 2 + i // 3, i % 3, TIPS[name])
             sp.add_series(name, title.lower(), metric(key), color)
             sp.fraction = name == "truncated"
+        # Checker failures are shares of answers too: next to truncation, in red.
+        errors = self.plots["truncated"]
+        errors.add_series("checker_errors", "checker errors", metric("checker_error_rate"), "red")
+        errors.show_key()
         master = self.plots["reward"].plot
         for name, sp in self.plots.items():
             if name != "reward":

@@ -177,6 +177,30 @@ def ask_start_over(parent: QWidget, steps: int) -> str:
     return NEW_SESSION if clicked is new else REPLACE if clicked is replace else CANCEL
 
 
+def ask_start_with_failed_checker(parent: QWidget, failed: int, total: int, error: str) -> bool:
+    """Whether to start although the custom checker failed its last test."""
+    box = QMessageBox(
+        QMessageBox.Icon.Warning,
+        "Start with a failing checker?",
+        (
+            "Your custom checker could not load in its last test."
+            if total == 0
+            else f"Your custom checker failed on {failed} of {total} samples in its last test."
+        ),
+        parent=parent,
+    )
+    box.setInformativeText(
+        f"First error: {error[:300]}\n\nAnswers it fails on get no score from it, so the "
+        "reward misses that part (and a checker that always fails teaches nothing). Fix it in "
+        "the Reward panel and test again, or start anyway."
+    )
+    start = box.addButton("Start Anyway", QMessageBox.ButtonRole.AcceptRole)
+    box.addButton(QMessageBox.StandardButton.Cancel)
+    box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+    box.exec()
+    return box.clickedButton() is start
+
+
 def _html(text: str) -> str:
     import html
 

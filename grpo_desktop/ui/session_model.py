@@ -67,6 +67,7 @@ class SessionModel(QObject):
     step_finished = Signal(int)  # step (metrics are in history)
     eval_finished = Signal(object)  # EvalResult
     log_added = Signal(object)  # LogMessage
+    alert_raised = Signal(object)  # Alert (checker failures, health alarms)
     checkpoint_saved = Signal(object)  # CheckpointSaved
     run_finished = Signal(object)  # RunFinished
     step_focused = Signal(int)  # a plot asked to show this step's rollouts
@@ -82,6 +83,7 @@ class SessionModel(QObject):
         super().__init__(parent)
         self.doc = doc
         self.config = _copy(doc.config)
+        self._checker_test: tuple[str, int, int, str] | None = None  # see record_checker_test
         self.max_rollout_rows = max_rollout_rows
         self.history = load_history(doc, max_rollout_rows)
         self.trust_store = trust_store or TrustStore()
@@ -160,6 +162,21 @@ class SessionModel(QObject):
         """Whether the current custom checker may run: empty, typed here, or trusted before."""
         source = self.config.rewards.custom_checker
         return source == self._typed_checker or self.trust_store.is_trusted(source)
+
+    def record_checker_test(self, source: str, failed: int, total: int, first_error: str) -> None:
+        """Remember the outcome of the Reward panel's Test checker for this exact source, so
+        Start can ask before a run with a checker that just failed its test."""
+        self._checker_test = (source, failed, total, first_error)
+
+    def failed_checker_test(self) -> tuple[int, int, str] | None:
+        """(failed, total, first error) when the custom checker in use failed its last test
+        (any sample, or loading); None when it passed, was not tested, or is not used."""
+        r = self.config.rewards
+        test = self._checker_test
+        if not r.custom_checker.strip() or r.custom_weight <= 0 or test is None:
+            return None
+        source, failed, total, first = test
+        return (failed, total, first) if source == r.custom_checker and failed else None
 
     def trust_checker(self) -> None:
         """The user reviewed the checker code and accepts it (remembered by its hash)."""
@@ -292,6 +309,7 @@ class SessionModel(QObject):
             "run_started": self.run_started,
             "eval": self.eval_finished,
             "log": self.log_added,
+            "alert": self.alert_raised,
             "checkpoint": self.checkpoint_saved,
             "run_finished": self.run_finished,
         }.get(kind)

@@ -287,6 +287,7 @@ class RewardPanel(QWidget):
             self.test_status.setText("Trust the checker first.")
             return
         samples = self.samples()
+        self._tested_source = source
         timeout = self.model.config.rewards.checker_timeout_s
         self.test_button.setEnabled(False)
         self.test_status.setText(f"Testing on {len(samples)} samples…")
@@ -306,6 +307,7 @@ class RewardPanel(QWidget):
                 else f"{type(error).__name__}: {error}"
             )
             self.test_status.setText("The checker could not load.")
+            self.model.record_checker_test(self._tested_source, 1, 0, message)
             set_note(self.compile_note, message)
             self.editor.mark_error_line(_line_of(message))
             self.results = []
@@ -313,6 +315,9 @@ class RewardPanel(QWidget):
         samples, results = result
         self.results = results
         failed = [r for r in results if r.error]
+        self.model.record_checker_test(
+            self._tested_source, len(failed), len(results), failed[0].error if failed else ""
+        )
         self.test_status.setText(
             f"{len(results) - len(failed)} scored, {len(failed)} failed"
             + (f" (first failure at line {failed[0].line})" if failed and failed[0].line else "")
