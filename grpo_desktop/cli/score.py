@@ -135,7 +135,8 @@ def _print_summary(results: list[dict], source: str, rewards) -> None:
     def show(value) -> str:
         return "–" if value is None else f"{value:.3f}"
 
-    lines = [f"Scored {summary['count']:,} samples with the rewards of {source}:"]
+    count = summary["count"]
+    lines = [f"Scored {count:,} sample{'' if count == 1 else 's'} with the rewards of {source}:"]
     for name, mean in summary["means"].items():
         missing = summary["unscored_parts"][name]
         extra = f"  ({missing:,} unscored)" if missing else ""
