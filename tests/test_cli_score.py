@@ -234,3 +234,20 @@ def test_session_with_untrusted_checker_is_refused(tmp_path, samples):
     doc = new_session(str(tmp_path / "shared.grpo"), cfg)
     proc = score(doc.path, "--input", samples)
     assert proc.returncode == 2 and "--trust-checker" in proc.stderr
+
+
+def test_a_reader_that_stops_early_is_not_an_error(tmp_path):
+    """`grpo-desktop score … | head -1`: the closed pipe ends the command quietly, exit 0."""
+    rows = [{"completion": f"<answer>{i}</answer>", "answer": str(i)} for i in range(5000)]
+    samples = write_jsonl(tmp_path / "many.jsonl", rows)  # ~100 bytes a line: beyond a pipe buffer
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grpo_desktop", "score", "--demo", "--input", samples],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    first = json.loads(proc.stdout.readline())
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0, err
+    assert first["rewards"]["accuracy"] == 1.0 and "Traceback" not in err

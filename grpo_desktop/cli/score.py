@@ -92,6 +92,9 @@ def cmd_score(args) -> int:
         results = _write(cfg.rewards, rows, args.output)
     except UserError as exc:
         return fail(str(exc))
+    except BrokenPipeError:  # the reader stopped early (`| head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return EXIT_OK
     except Exception:  # a bug: say so, with the traceback to report
         traceback.print_exc()
         return fail("scoring failed with an internal error (above); please report it.", EXIT_FAILED)
