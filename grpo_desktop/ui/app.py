@@ -30,7 +30,8 @@ GIL_SWITCH_INTERVAL_S = 0.001
 
 
 class ScriptedRun(QObject):
-    """Drives the window for --autostart / --quit-after-steps / --screenshot."""
+    """Drives the window for --autostart / --quit-after-steps / --screenshot. It answers the
+    unsaved-changes question with "discard", so it is installed only in scripted mode."""
 
     def __init__(
         self, window, app, autostart: bool, quit_after: int | None, screenshot: str | None
@@ -140,6 +141,7 @@ def run_app(
     window.show()
     if not scripted and not session_path:
         QTimer.singleShot(0, window.session.offer_crash_recovery)
-    script = ScriptedRun(window, app, autostart, quit_after_steps, screenshot)
+    # Only a scripted run answers questions itself; a plain launch asks the user (unsaved changes).
+    script = ScriptedRun(window, app, autostart, quit_after_steps, screenshot) if scripted else None
     code = app.exec()
-    return script.exit_code or code
+    return (script.exit_code if script is not None else 0) or code

@@ -135,6 +135,7 @@ def ask_save_changes(parent: QWidget, name: str) -> str:
         | QMessageBox.StandardButton.Discard
         | QMessageBox.StandardButton.Cancel
     )
+    box.button(QMessageBox.StandardButton.Discard).setText("Don't Save")  # as the README says
     box.setDefaultButton(QMessageBox.StandardButton.Save)
     answer = box.exec()
     return {
