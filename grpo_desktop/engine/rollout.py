@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from grpo_desktop.engine.data import build_prompt
 from grpo_desktop.engine.kernels import fast_linear
 from grpo_desktop.engine.sampler import (
     CACHE,
@@ -58,6 +59,32 @@ def tokenize_prompts(tokenizer, texts: list[str], max_length: int, device: torch
         add_special_tokens=False,
     )
     return enc["input_ids"].to(device), enc["attention_mask"].to(device)  # (N, P), (N, P)
+
+
+BYTE_MARGIN = 8  # SentencePiece's dummy prefix can add a token to a text's byte count
+
+
+def overlong_prompts(
+    tokenizer, problems: list[str], max_length: int, system_prompt: str = "", chunk: int = 256
+) -> list[tuple[int, int]]:
+    """(index, token count) of each problem whose prompt is longer than `max_length` tokens,
+    which `tokenize_prompts` would cut. Tokens never outnumber UTF-8 bytes (but for a dummy
+    prefix), so only problems with more bytes than the limit less the template's are templated
+    and tokenized: checking a whole dataset costs little."""
+    template = _bytes(build_prompt(tokenizer, "", system_prompt))
+    room = max_length - template - BYTE_MARGIN
+    suspects = [i for i, p in enumerate(problems) if len(p) > room // 4 and _bytes(p) > room]
+    out = []
+    for s in range(0, len(suspects), chunk):
+        part = suspects[s : s + chunk]
+        texts = [build_prompt(tokenizer, problems[i], system_prompt) for i in part]
+        enc = tokenizer(texts, add_special_tokens=False)["input_ids"]
+        out += [(i, len(ids)) for i, ids in zip(part, enc) if len(ids) > max_length]
+    return out
+
+
+def _bytes(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def completion_mask(completion_ids: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:

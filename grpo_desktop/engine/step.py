@@ -234,7 +234,19 @@ def grpo_step(policy, optimizer, scheduler, groups: Groups, cfg: TrainConfig) ->
             "num_tokens": float(c.prompt_mask.sum() + c.completion_mask.sum()),
         }
     )
-    return StepOutput(rows, metrics, scored_adv, [ex.problem for ex in groups.examples])
+    prompts = [shown_prompt(ex.problem) for ex in groups.examples]
+    return StepOutput(rows, metrics, scored_adv, prompts)
+
+
+SHOWN_PROMPT_CHARS = 20_000
+
+
+def shown_prompt(problem: str, limit: int = SHOWN_PROMPT_CHARS) -> str:
+    """The prompt as stored with a step's rollouts: whole, or for a huge one its end (what the
+    model saw: over-long prompts lose their beginning) after a note of what was left out."""
+    if len(problem) <= limit:
+        return problem
+    return f"[… {len(problem) - limit:,} earlier characters not stored …]\n" + problem[-limit:]
 
 
 def _rows(args: tuple, s: slice) -> tuple:

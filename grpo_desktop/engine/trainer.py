@@ -48,6 +48,7 @@ from grpo_desktop.engine.events import (
 from grpo_desktop.engine.loss import advantage_histogram, group_has_spread
 from grpo_desktop.engine.modeling import Policy, load_policy
 from grpo_desktop.engine.rewards import RewardSet
+from grpo_desktop.engine.rollout import overlong_prompts
 from grpo_desktop.engine.step import grpo_step, sample_groups, select_groups
 
 EVENTS_FILE = "events.jsonl"
@@ -224,6 +225,11 @@ class _Run:
         )
         for text in warnings(cfg):
             yield LogMessage(start_step, "warning", text)
+        if self.rewards.checker_protections:  # what the custom checker's sandbox holds back here
+            yield LogMessage(start_step, "info", self.rewards.checker_protections)
+        cut = _overlong_warning(policy.tokenizer, data.train, cfg)
+        if cut:
+            yield LogMessage(start_step, "warning", cut)
         if start_step == 0 and data.eval:
             yield evaluate(policy, data.eval, cfg, step=0)
         last_ckpt_time, last_saved = time.time(), start_step
@@ -346,6 +352,27 @@ class _Run:
             keep=self.cfg.run.keep_checkpoints,
         )
         return CheckpointSaved(step, os.path.relpath(path, self.run_dir))
+
+
+def _overlong_warning(tokenizer, train: list[Example], cfg: TrainConfig) -> str:
+    """Say how many training prompts are longer than the prompt limit, and which: they lose
+    their beginning (left truncation), which was silent before."""
+    limit = cfg.data.max_prompt_length
+    cut = overlong_prompts(tokenizer, [ex.problem for ex in train], limit, cfg.data.system_prompt)
+    if not cut:
+        return ""
+    shown = ", ".join(f"#{i + 1} ({n:,} tokens: {_snippet(train[i].problem)})" for i, n in cut[:3])
+    more = f" and {len(cut) - 3:,} more" if len(cut) > 3 else ""
+    return (
+        f"{len(cut):,} of {len(train):,} training prompts are longer than the prompt limit of "
+        f"{limit:,} tokens and lose their beginning: {shown}{more}. Raise 'Max prompt tokens' "
+        "(data.max_prompt_length), or shorten or remove those rows."
+    )
+
+
+def _snippet(text: str, width: int = 40) -> str:
+    flat = " ".join(text[: width * 4].split())
+    return repr(flat[:width].rstrip() + ("…" if len(flat) > width else ""))
 
 
 def _device_name(device: torch.device) -> str:
