@@ -88,6 +88,7 @@ class RewardPanel(QWidget):
             model,
             [
                 ("rewards", "answer_extraction"),
+                ("rewards", "answer_checker"),
                 ("rewards", "think_tag"),
                 ("rewards", "answer_tag"),
                 ("rewards", "numeric_tolerance"),
@@ -143,7 +144,12 @@ class RewardPanel(QWidget):
         self.results_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.results_table.setMinimumHeight(120)
         self.checker_form = ConfigForm(
-            model, [("rewards", "custom_weight"), ("rewards", "checker_timeout_s")]
+            model,
+            [
+                ("rewards", "custom_weight"),
+                ("rewards", "checker_timeout_s"),
+                ("rewards", "checker_memory_mb"),
+            ],
         )
         buttons = QHBoxLayout()
         buttons.addWidget(self.example_button)
@@ -289,11 +295,12 @@ class RewardPanel(QWidget):
         samples = self.samples()
         self._tested_source = source
         timeout = self.model.config.rewards.checker_timeout_s
+        memory = self.model.config.rewards.checker_memory_mb
         self.test_button.setEnabled(False)
         self.test_status.setText(f"Testing on {len(samples)} samples…")
         self.tasks.submit(
             "test",
-            lambda: (samples, test_checker(source, samples, timeout)),
+            lambda: (samples, test_checker(source, samples, timeout, memory)),
             self._on_test_done,
         )
 
