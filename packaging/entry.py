@@ -2,7 +2,10 @@
 
 import sys
 
-from grpo_desktop.cli import main
+from grpo_desktop.engine.checker_child import run_if_child
 
 if __name__ == "__main__":
+    run_if_child()  # started again as the custom checker's locked-in child (checker.py)
+    from grpo_desktop.cli import main
+
     sys.exit(main())

@@ -286,7 +286,7 @@ def test_reward_set_uses_only_weighted_functions():
 def test_reward_set_rejects_broken_checker_at_construction():
     with pytest.raises(CheckerError, match="line 2"):
         RewardSet(RewardsConfig(custom_checker="def check(c, a, p):\n    return (\n"))
-    with pytest.raises(CheckerError, match="define a function check"):
+    with pytest.raises(CheckerError, match=r"custom checker defines score\(\) .* rename it"):
         RewardSet(RewardsConfig(custom_checker="def score(c, a, p):\n    return 1.0\n"))
 
 
@@ -393,7 +393,7 @@ def test_checker_leaves_no_process_behind():
     [
         ("def check(c, a, p)\n    return 1.0\n", "line 1: expected ':'"),
         ("x = 1\n\ndef check(c, a, p):\n  return (1\n", "line 4"),
-        ("def score(c, a, p):\n    return 1.0\n", "define a function check"),
+        ("def score(c, a, p):\n    return 1.0\n", r"defines score\(\) \(line 1\) instead of check"),
         ("", "define a function check"),
         ("def check(completion):\n    return 1.0\n", r"line 1: check\(\) must take three"),
         ("async def check(c, a, p):\n    return 1.0\n", "not async"),

@@ -53,6 +53,8 @@ def test_events_cover_a_run_and_are_logged(tiny_model_dir, tmp_path):
     assert events[0].device == f"cpu ({threads} threads, {kernels.library()})"  # whose products
     assert kinds.count("step") == 4 and kinds.count("rollouts") == 4
     assert kinds.count("eval") == 2  # at the start and at the end
+    sandbox = [e.message for e in events if e.type == "log" and "separate process" in e.message]
+    assert len(sandbox) == 1 and sandbox[0].startswith("The custom checker runs in a separate")
     rollouts = [e for e in events if e.type == "rollouts"][0]
     assert len(rollouts.rows) == 2 * 4
     row = rollouts.rows[0]

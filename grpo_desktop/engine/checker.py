@@ -1,21 +1,27 @@
-"""Run a user-written checker, `check(completion, answer, prompt) -> float`, in a child process.
+"""Run a user-written checker, `check(completion, answer, prompt) -> float`, in a locked-in child.
 
-The child is started with multiprocessing's "spawn" context (the trainer process has many threads
-and torch loaded; forking it is unsafe), compiles the source once and then answers one call at a
-time over a pipe. The parent waits for each call with its own time limit. An exception inside
-check() comes back as text naming the exception and the line of the user's source; a call that
-times out, or a child that dies (os._exit, a segfault, running out of memory), is killed, recorded
-as that call's error, and a fresh child takes the next call. NaN, inf and anything that is not a
-number become errors too. Errors are results (`CheckResult.value is None` plus the text), never a
-silent 0 and never an exception out of `check_many`.
+The child is a fresh interpreter (`python -I -c …`, or the frozen app itself with a flag: see
+sandbox.child_command) started with subprocess, not multiprocessing: only then does it begin with
+an environment of our choosing (an allow-list: no HF_TOKEN, no keys), in its own session and in a
+private temporary folder (its working, home and temp directory). Before any user code runs it
+locks itself in (sandbox.apply): a memory cap, a CPU-time cap per call, no new processes, and on
+Linux, where the kernel allows, no network and a read-only view of the files outside its folder.
+`CheckerProcess.protections` says which of these took effect here; the trainer logs it.
 
-Only plain data crosses the pipe, as JSON: strings in, a float or an error text out. Nothing the
-user's code builds is ever unpickled in the parent.
+The child compiles the source once and then answers one call at a time (JSON lines over pipes; only
+plain data crosses, nothing is unpickled). The parent waits for each call with its own time limit.
+An exception inside check() comes back as text naming the exception and the line of the user's
+source; a call that times out, or a child that dies (os._exit, a segfault, running out of CPU time),
+is killed with everything it started (the whole session), recorded as that call's error, and a
+fresh child takes the next call. NaN, inf and anything that is not a number become errors too.
+Errors are results (`CheckResult.value is None` plus the text), never a silent 0 and never an
+exception out of `check_many`. What the code prints goes to a pipe the parent drains (never to the
+terminal); the last bytes of it are kept with that call's error.
 
-What this is not: a security sandbox. The child runs with the user's permissions and can read or
-delete their files; it only contains crashes and hangs. The GUI asks the user to trust the code
-before a run. The child is a daemon process, so check() cannot start processes of its own.
-This module imports only the standard library, so the child starts fast (about 0.1 s).
+What this is not: a security boundary. The limits contain accidents and crude misuse; code written
+to escape them may find a way (on Linux without Landlock it can still write the user's files; on
+macOS and Windows much less is held back; see the README). The trust prompt before code from
+elsewhere runs is the real boundary. Standard library only: the child starts in about 0.1 s.
 
 Try it:
     python -c "from grpo_desktop.engine.checker import test_checker as t; \
@@ -24,24 +30,28 @@ print(t('def check(c, a, p):\\n    return float(c == a)', [('4', '4', '2+2?')]))
 
 from __future__ import annotations
 
-import ast
+import contextlib
 import json
 import math
-import multiprocessing
-import numbers
-import reprlib
+import os
+import queue
 import signal
+import subprocess
 import threading
-import traceback
 import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from grpo_desktop.engine import sandbox
+from grpo_desktop.engine.checker_child import MAX_TEXT
+from grpo_desktop.engine.checker_source import LABEL, compile_checker
 from grpo_desktop.engine.errors import CheckerError
 
-FILENAME = "<checker>"
-NEEDS_CHECK = "define a function check(completion, answer, prompt) that returns a number"
-_MAX_TEXT = 500  # characters of an exception message kept per rollout
+__all__ = ["CheckResult", "CheckerProcess", "compile_checker", "test_checker"]
+
+DEFAULT_MEMORY_MB = 2048
+_KEEP_OUTPUT = 16384  # bytes of a child's output the parent keeps (the rest is read and dropped)
+_INCIDENTS = 50
 
 
 @dataclass
@@ -51,144 +61,158 @@ class CheckResult:
     line: int | None  # line in the user's source where it failed, when known
 
 
-# ---------------------------------------------------------------- compile check (parent side)
+# ---------------------------------------------------------------- one child process
 
 
-def compile_checker(source: str) -> None:
-    """Raise CheckerError when the source cannot work: a syntax error, or no usable check().
+class _Output:
+    """The end of what a child printed (a bounded buffer) and how much it printed in all."""
 
-    Runs none of the user's code (the parent never does): the syntax is compiled and the module's
-    top level is inspected for a `check` definition taking three arguments.
-    """
-    try:
-        tree = compile(source, FILENAME, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-        compile(tree, FILENAME, "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        text = f": {exc.text.strip()}" if exc.text and exc.text.strip() else ""
-        raise CheckerError(f"line {exc.lineno}: {exc.msg}{text}") from None
-    except ValueError as exc:  # null bytes in the source
-        raise CheckerError(f"The checker source cannot be compiled: {exc}.") from None
-    for node in tree.body:
-        if isinstance(node, ast.AsyncFunctionDef) and node.name == "check":
-            raise CheckerError(f"line {node.lineno}: check must be a plain def, not async def")
-        if isinstance(node, ast.FunctionDef) and node.name == "check":
-            _check_signature(node)
-            return
-        if _binds_check(node):
-            return
-    raise CheckerError(NEEDS_CHECK)
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.tail = bytearray()
+        self.total = 0
 
+    def add(self, chunk: bytes) -> None:
+        with self.lock:
+            self.total += len(chunk)
+            self.tail += chunk[-_KEEP_OUTPUT:]
+            del self.tail[:-_KEEP_OUTPUT]
 
-def _binds_check(node: ast.stmt) -> bool:
-    """Whether a top-level statement other than a def binds the name `check`."""
-    if isinstance(node, (ast.Assign, ast.AnnAssign)):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        return any(isinstance(t, ast.Name) and t.id == "check" for t in targets)
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return any((a.asname or a.name) == "check" for a in node.names)
-    if isinstance(node, ast.ClassDef):
-        return node.name == "check"
-    return False
+    def mark(self) -> None:
+        with self.lock:
+            self.tail.clear()
+            self.total = 0
+
+    def text(self) -> tuple[str, int]:
+        with self.lock:
+            return self.tail.decode("utf-8", "replace"), self.total
 
 
-def _check_signature(node: ast.FunctionDef) -> None:
-    args = node.args
-    positional = len(args.posonlyargs) + len(args.args)
-    required = positional - len(args.defaults)
-    required_kw = [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
-    if (positional < 3 and args.vararg is None) or required > 3 or required_kw:
-        raise CheckerError(
-            f"line {node.lineno}: check() must take three arguments (completion, answer, prompt)"
-        )
+def _with_output(error: str, text: str | None, total: int | None) -> str:
+    if not total or not text:
+        return error
+    shown = text[-MAX_TEXT:]
+    return f"{error}\nIts last output ({len(shown):,} of {total:,} bytes printed):\n{shown}"
 
 
-# ---------------------------------------------------------------- the child process
+def _exit_reason(code: int | None) -> str:
+    if os.name == "posix" and code == -signal.SIGXCPU:
+        return ": it used more than its CPU-time limit"
+    return ""
 
 
-def _error_line(exc: BaseException) -> int | None:
-    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == FILENAME]
-    if isinstance(exc, SyntaxError) and exc.filename == FILENAME:
-        lines.append(exc.lineno)
-    return lines[-1] if lines else None
+class _Child:
+    """A started child: its process (a session leader), the threads draining its pipes, its folder."""
 
-
-def _describe(exc: BaseException, what: str) -> dict[str, Any]:
-    line = _error_line(exc)
-    try:
-        message = str(exc)
-    except Exception:
-        message = "(the exception's message could not be shown)"
-    if len(message) > _MAX_TEXT:
-        message = message[:_MAX_TEXT] + "…"
-    where = f" at line {line}" if line is not None else ""
-    text = f"{what} raised {type(exc).__name__}{where}"
-    return {"error": f"{text}: {message}" if message else text, "line": line}
-
-
-def _as_reply(result: Any) -> dict[str, Any]:
-    """Turn check()'s return value into plain data. Booleans count as numbers (True → 1.0)."""
-    if result is None:
-        return {"error": "check() returned None; return a number (is a return missing?)"}
-    if isinstance(result, numbers.Real) or (
-        hasattr(type(result), "__float__") and not isinstance(result, (str, bytes))
-    ):  # int, float, bool, Fraction, numpy scalars
+    def __init__(self, init: dict[str, Any]):
+        self.workdir = sandbox.make_workdir()
+        kwargs: dict[str, Any] = {}
+        if os.name == "posix":
+            kwargs["start_new_session"] = True
+        else:
+            kwargs["creationflags"] = (
+                subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.CREATE_NO_WINDOW
+            )
         try:
-            return {"value": float(result)}
-        except Exception as exc:
-            return {"error": f"check() returned a number that is not a float: {exc}"}
-    try:
-        shown = reprlib.repr(result)
-    except Exception:
-        shown = "(unprintable)"
-    return {"error": f"check() returned {type(result).__name__} {shown}; return a number"}
+            self.proc = subprocess.Popen(
+                sandbox.child_command(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.workdir,
+                env=sandbox.child_environment(self.workdir),
+                close_fds=True,
+                **kwargs,
+            )
+        except OSError as exc:
+            sandbox.remove_workdir(self.workdir)
+            raise CheckerError(f"{init['label']} could not start its process: {exc}") from None
+        self.replies: queue.SimpleQueue = queue.SimpleQueue()
+        self.output = _Output()
+        self._threads = [
+            threading.Thread(target=self._read_replies, daemon=True, name="checker-replies"),
+            threading.Thread(target=self._drain_output, daemon=True, name="checker-output"),
+        ]
+        for thread in self._threads:
+            thread.start()
+        self._stopped = False
+        self.send(json.dumps(init).encode())
 
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
 
-def _child_main(conn: Any, source: str) -> None:
-    """Entry point of the child: compile, report ready, then serve calls until EOF or None."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal is for the parent
-
-    def send(msg: dict[str, Any]) -> None:
-        conn.send_bytes(json.dumps(msg).encode())
-
-    send({"started": True})
-    namespace: dict[str, Any] = {"__name__": "checker"}
-    try:
-        exec(compile(source, FILENAME, "exec", dont_inherit=True), namespace)
-        fn = namespace.get("check")
-        if not callable(fn):
-            raise TypeError(NEEDS_CHECK)
-    except BaseException as exc:
-        send(_describe(exc, "the checker code"))
-        return
-    send({"ready": True})
-    while True:
+    def _read_replies(self) -> None:
         try:
-            call = json.loads(conn.recv_bytes())
-        except (EOFError, OSError):
-            return
-        if call is None:
-            return
+            for line in self.proc.stdout:
+                self.replies.put(line)
+        except (OSError, ValueError):
+            pass
+        self.replies.put(None)  # the child is gone
+
+    def _drain_output(self) -> None:
+        fd = self.proc.stderr.fileno()
         try:
-            reply = _as_reply(fn(*call))
-        except (Exception, SystemExit) as exc:
-            reply = _describe(exc, "check()")
-        send(reply)
+            while chunk := os.read(fd, 65536):
+                self.output.add(chunk)
+        except OSError:
+            pass
+
+    def send(self, payload: bytes) -> None:
+        """One line to the child. Raises OSError when it is gone."""
+        self.proc.stdin.write(payload + b"\n")
+        self.proc.stdin.flush()
+
+    def receive(self, timeout: float) -> dict[str, Any] | None:
+        """The next answer; None when the child died. Raises queue.Empty after `timeout`."""
+        line = self.replies.get(timeout=timeout)
+        if line is None:
+            return None
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            msg = None
+        if not isinstance(msg, dict):
+            return {"error": "the checker process sent something that is not an answer"}
+        return msg
+
+    def exited(self) -> bool:
+        """Whether the process has ended, without reaping it (its id stays ours until stop())."""
+        if os.name != "posix":
+            return self.proc.poll() is not None
+        try:
+            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def stop(self) -> int | None:
+        """Kill the child and everything in its session, reap it, remove its folder. Idempotent.
+        Returns its exit code (negative: the signal that ended it)."""
+        if self._stopped:
+            return self.proc.returncode
+        self._stopped = True
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        if os.name == "posix":
+            with contextlib.suppress(OSError):  # before reaping: the group id is still ours
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        else:
+            self.proc.kill()
+        try:
+            code = self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            code = None
+        for thread in self._threads:  # they end at EOF, once nothing holds the pipes open
+            thread.join(1.0)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            with contextlib.suppress(OSError):
+                pipe.close()
+        sandbox.remove_workdir(self.workdir)
+        return code
 
 
 # ---------------------------------------------------------------- the parent side
-
-
-def _stop(proc: Any, conn: Any) -> int | None:
-    """End a child for sure: close its pipe, then terminate, then kill. Returns the exit code."""
-    conn.close()
-    proc.join(0.05)
-    if proc.is_alive():
-        proc.terminate()
-        proc.join(0.5)
-    if proc.is_alive():
-        proc.kill()
-        proc.join(5.0)
-    return proc.exitcode
 
 
 class CheckerProcess:
@@ -196,61 +220,90 @@ class CheckerProcess:
 
     The child is started (and the source run once) in the constructor: problems at the module
     level (an import that fails, no check) raise CheckerError there, not halfway through a run.
+    `label` names the code in messages ("The custom checker"). `restrict` picks which optional
+    protections (sandbox.LAYERS) to try; the default is all of them; tests switch some off.
     """
 
-    def __init__(self, source: str, timeout_s: float = 5.0, startup_timeout_s: float = 60.0):
-        compile_checker(source)
+    def __init__(
+        self,
+        source: str,
+        timeout_s: float = 5.0,
+        startup_timeout_s: float = 60.0,
+        *,
+        memory_mb: int = DEFAULT_MEMORY_MB,
+        label: str = LABEL,
+        restrict: tuple[str, ...] = sandbox.LAYERS,
+    ):
+        compile_checker(source, label)
         self.source = source
+        self.label = label
         self.timeout_s = float(timeout_s)
         self.startup_timeout_s = float(startup_timeout_s)
-        self._ctx = multiprocessing.get_context("spawn")
+        self.memory_mb = int(memory_mb)
+        self.cpu_s = math.ceil(self.timeout_s) + 1  # RLIMIT_CPU counts whole seconds
+        self.restrict = tuple(restrict)
+        self.protection_list: list[dict[str, Any]] = []
+        self.incidents: list[str] = []  # children replaced between calls, and why
         self._lock = threading.Lock()
-        self._proc: Any = None
-        self._conn: Any = None
+        self._child: _Child | None = None
         self._finalizer: weakref.finalize | None = None
         self._closed = False
         self._start()
 
+    @property
+    def protections(self) -> str:
+        """One line for the log: which protections are active for this checker here."""
+        return sandbox.describe(self.protection_list, self.label)
+
     # -- lifecycle
 
     def _start(self) -> None:
-        parent_conn, child_conn = self._ctx.Pipe()
-        proc = self._ctx.Process(
-            target=_child_main, args=(child_conn, self.source), name="grpo-checker", daemon=True
-        )
-        proc.start()
-        child_conn.close()  # so the parent sees EOF when the child dies
-        self._proc, self._conn = proc, parent_conn
-        self._finalizer = weakref.finalize(self, _stop, proc, parent_conn)
-        for key, limit, late in (
-            ("started", self.startup_timeout_s, "the checker process did not start"),
-            ("ready", self.startup_timeout_s, "the checker code did not finish loading"),
+        init = {
+            "source": self.source,
+            "label": self.label,
+            "memory_mb": self.memory_mb,
+            "cpu_s": self.cpu_s,
+            "load_cpu_s": math.ceil(self.startup_timeout_s),
+            "layers": list(self.restrict),
+        }
+        child = _Child(init)
+        self._child = child
+        self._finalizer = weakref.finalize(self, child.stop)
+        for key, late in (
+            ("started", f"{self.label}'s process did not start"),
+            ("ready", f"{self.label} did not finish loading"),
         ):
-            if not parent_conn.poll(limit):
-                self._discard()
-                raise CheckerError(f"{late} within {limit:g} s")
             try:
-                msg = json.loads(parent_conn.recv_bytes())
-            except (EOFError, OSError):
+                msg = child.receive(self.startup_timeout_s)
+            except queue.Empty:
+                self._discard()
+                raise CheckerError(f"{late} within {self.startup_timeout_s:g} s") from None
+            if msg is None:
+                text, total = child.output.text()
                 code = self._discard()
-                raise CheckerError(
-                    f"the checker process crashed while loading (exit code {code})"
-                ) from None
+                error = f"{self.label}'s process crashed while loading (exit code {code})"
+                raise CheckerError(_with_output(error, text, total))
             if key not in msg:
                 self._discard()
-                raise CheckerError(msg.get("error", "the checker process failed to start"))
+                error = msg.get("error", f"{self.label}'s process failed to start")
+                raise CheckerError(_with_output(error, msg.get("output"), msg.get("printed")))
+            if key == "started":
+                self.protection_list = sandbox.parent_protections() + msg["protections"]
 
     def _discard(self) -> int | None:
         """Stop the current child (if any) and forget it. Returns its exit code."""
         code = None
         if self._finalizer is not None:
             self._finalizer.detach()
-            code = _stop(self._proc, self._conn)
-        self._proc = self._conn = self._finalizer = None
+            code = self._child.stop()
+        self._child = self._finalizer = None
         return code
 
+    def _note(self, text: str) -> None:
+        self.incidents = [*self.incidents[-(_INCIDENTS - 1) :], text]
+
     def close(self) -> None:
-        """Stop the child. Idempotent; safe to call from any thread."""
+        """Stop the child and all it started. Idempotent; safe to call from any thread."""
         with self._lock:
             self._closed = True
             self._discard()
@@ -264,7 +317,7 @@ class CheckerProcess:
     @property
     def pid(self) -> int | None:
         """The current child's process id (it changes after a timeout or a crash)."""
-        return self._proc.pid if self._proc is not None else None
+        return self._child.pid if self._child is not None else None
 
     # -- calls
 
@@ -282,33 +335,60 @@ class CheckerProcess:
                 raise RuntimeError("this CheckerProcess is closed")
             return [self._call(c, a, p) for c, a, p in zip(completions, answers, prompts)]
 
-    def _call(self, completion: str, answer: str, prompt: str) -> CheckResult:
-        payload = json.dumps([completion, answer, prompt], default=str).encode()
-        for attempt in (1, 2):
+    def _ended_between_calls(self) -> None:
+        code = self._discard()
+        self._note(
+            f"the checker process ended between calls (exit code {code}{_exit_reason(code)}); "
+            "a fresh one took over"
+        )
+
+    def _send(self, payload: bytes) -> CheckResult | None:
+        """Hand one call to a live child (starting one if needed). A result only on failure."""
+        for _ in range(3):
             try:
-                if self._proc is None:
+                if self._child is not None and self._child.exited():
+                    self._ended_between_calls()
+                if self._child is None:
                     self._start()
-                self._conn.send_bytes(payload)
-                break
+                self._child.send(payload)
+                return None
             except CheckerError as exc:
                 return CheckResult(None, f"the checker could not be restarted: {exc}", None)
-            except OSError:  # the child died between calls: not this call's fault, retry once
+            except OSError:  # the child died between calls: not this call's fault, retry
+                self._ended_between_calls()
+        return CheckResult(None, "the checker process could not be reached", None)
+
+    def _call(self, completion: str, answer: str, prompt: str) -> CheckResult:
+        payload = json.dumps([completion, answer, prompt], default=str).encode()
+        for _ in range(2):  # a second round only after the child asked to be replaced
+            failed = self._send(payload)
+            if failed is not None:
+                return failed
+            child = self._child
+            child.output.mark()
+            try:
+                reply = child.receive(self.timeout_s)
+            except queue.Empty:
                 self._discard()
-                if attempt == 2:
-                    return CheckResult(None, "the checker process could not be reached", None)
-        try:
-            if not self._conn.poll(self.timeout_s):
+                text, total = child.output.text()
+                error = f"check() timed out after {self.timeout_s} s"
+                return CheckResult(None, _with_output(error, text, total), None)
+            except BaseException:  # e.g. KeyboardInterrupt: never leave a reply pending
                 self._discard()
-                return CheckResult(None, f"check() timed out after {self.timeout_s} s", None)
-            reply = json.loads(self._conn.recv_bytes())
-        except (EOFError, OSError):
-            code = self._discard()
-            return CheckResult(None, f"the checker process crashed (exit code {code})", None)
-        except BaseException:  # e.g. KeyboardInterrupt: never leave a reply pending in the pipe
-            self._discard()
-            raise
+                raise
+            if reply is None:
+                code = self._discard()
+                text, total = child.output.text()
+                error = f"the checker process crashed (exit code {code}){_exit_reason(code)}"
+                return CheckResult(None, _with_output(error, text, total), None)
+            if not reply.get("recycle"):
+                break
+            self._discard()  # near its lifetime CPU limit: a fresh child takes the same call
+        else:
+            return CheckResult(None, "the checker process kept asking to be replaced", None)
         if "error" in reply:
-            return CheckResult(None, reply["error"], reply.get("line"))
+            error = _with_output(reply["error"], reply.get("output"), reply.get("printed"))
+            return CheckResult(None, error, reply.get("line"))
         value = reply["value"]
         if not math.isfinite(value):
             return CheckResult(None, f"check() returned {value}; return a finite number", None)
@@ -316,11 +396,14 @@ class CheckerProcess:
 
 
 def test_checker(
-    source: str, samples: list[tuple[str, str, str]], timeout_s: float = 5.0
+    source: str,
+    samples: list[tuple[str, str, str]],
+    timeout_s: float = 5.0,
+    memory_mb: int = DEFAULT_MEMORY_MB,
 ) -> list[CheckResult]:
     """Run check() on (completion, answer, prompt) samples in a throwaway child: the GUI's
     "Test checker" button. Raises CheckerError when the source cannot even load."""
-    with CheckerProcess(source, timeout_s=timeout_s) as proc:
+    with CheckerProcess(source, timeout_s=timeout_s, memory_mb=memory_mb) as proc:
         return proc.check_many(
             [s[0] for s in samples], [s[1] for s in samples], [s[2] for s in samples]
         )

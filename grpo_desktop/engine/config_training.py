@@ -75,6 +75,15 @@ class RewardsConfig:
         help="A call to your checker that takes longer than this is stopped and scored 'no score'.",
         advanced=True,
     )
+    checker_memory_mb: int = option(
+        2048,
+        label="Checker memory limit (MB)",
+        min=256,
+        max=1_048_576,
+        help="Most memory your checker's process may use (Linux; macOS and Windows do not enforce "
+        "it). A bigger allocation raises MemoryError in check(), shown per rollout.",
+        advanced=True,
+    )
 
 
 @dataclass

@@ -174,7 +174,9 @@ def _math_verify_many(pairs: list[tuple[str, str]]) -> list[bool]:
     global _verifier
     with _verifier_lock:  # one helper process for all threads, started on first use
         if _verifier is None:
-            _verifier = CheckerProcess(_VERIFIER_SOURCE, timeout_s=MATH_VERIFY_TIMEOUT_S)
+            _verifier = CheckerProcess(
+                _VERIFIER_SOURCE, timeout_s=MATH_VERIFY_TIMEOUT_S, label="The math-verify helper"
+            )
         results = _verifier.check_many(
             [p for p, _ in pairs], [r for _, r in pairs], [""] * len(pairs)
         )
@@ -272,7 +274,11 @@ class RewardSet:
                 self.names.append(name)
                 self.weights[name] = float(weight)
         if "custom" in self.weights:
-            self._checker = CheckerProcess(cfg.custom_checker, timeout_s=cfg.checker_timeout_s)
+            self._checker = CheckerProcess(
+                cfg.custom_checker,
+                timeout_s=cfg.checker_timeout_s,
+                memory_mb=cfg.checker_memory_mb,
+            )
 
     def score(self, prompts: list[str], completions: list[str], answers: list[str]) -> RewardBatch:
         if not len(prompts) == len(completions) == len(answers):
@@ -311,6 +317,11 @@ class RewardSet:
             ]
             totals.append(math.fsum(parts) if parts else None)
         return totals
+
+    @property
+    def checker_protections(self) -> str | None:
+        """The log line saying what the custom checker's sandbox holds back here (None: none)."""
+        return self._checker.protections if self._checker is not None else None
 
     def close(self) -> None:
         """Stop the checker process, if any. Idempotent."""
