@@ -180,8 +180,8 @@ def main() -> int:
         exec(compile(init["source"], FILENAME, "exec", dont_inherit=True), namespace)
         fn = namespace.get("check")
         if not callable(fn):
-            kind = type(fn).__name__
-            send({"error": f"{label} binds check to a {kind}, not a function: {NEEDS_CHECK}"})
+            what = f"{reprlib.repr(fn)} ({type(fn).__name__})"
+            send({"error": f"{label} binds check to {what}, not a function: {NEEDS_CHECK}"})
             return 0
     except BaseException as exc:
         flush()
