@@ -19,6 +19,12 @@ lose to MKL (the demo model: 192 × 64, 16 µs against 8), so the decode loop as
 which of the two is faster for each weight and row count, timed once per shape.
 Set GRPO_DESKTOP_ONEDNN=0 to switch oneDNN off, =1 to skip the timings.
 
+Gradient checkpointing recomputes a checkpointed layer's forward inside the backward, after the
+`with` block has ended, and torch requires the recomputation to save the same tensors as the
+forward did (oneDNN's product saves x and the weight; F.linear's saves other views). Models
+checkpoint with `context_fn=checkpoint_contexts`, which recomputes under the routing the forward
+had, so the backward gets the same products and the same gradients as without checkpointing.
+
 The cost is memory when the shapes vary: oneDNN's working buffers for products of ever new row
 counts (completion lengths change from step to step) fragment the C heap. The demo's 30-step
 run peaked at 1,120 MB against 955 MB without oneDNN; with pinned lengths (bench/vs_trl.py) the
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Iterator
 
@@ -214,7 +221,19 @@ def product_for(rows: int, weight: torch.Tensor, bias: torch.Tensor | None = Non
     return _product if _choices[key] else F.linear
 
 
+# .depth: _RouteLinear blocks open in this thread (torch function modes are per thread too)
+_routing = threading.local()
+
+
 class _RouteLinear(TorchFunctionMode):
+    def __enter__(self):
+        _routing.depth = getattr(_routing, "depth", 0) + 1
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _routing.depth -= 1
+        return super().__exit__(*exc)
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is F.linear:  # torch._C._nn.linear, which nn.Linear calls
@@ -236,3 +255,10 @@ def fast_linear() -> Iterator[None]:
         return
     with _RouteLinear():
         yield
+
+
+def checkpoint_contexts() -> tuple[contextlib.AbstractContextManager, ...]:
+    """`context_fn` for torch.utils.checkpoint (non-reentrant): the forward runs as it is; the
+    recomputation in the backward runs under fast_linear's routing when the forward did."""
+    routed = getattr(_routing, "depth", 0) > 0
+    return contextlib.nullcontext(), _RouteLinear() if routed else contextlib.nullcontext()

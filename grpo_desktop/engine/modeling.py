@@ -20,8 +20,11 @@ import torch
 
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.errors import ModelError
+from grpo_desktop.engine.kernels import checkpoint_contexts
 
 BUILTIN_PREFIX = "builtin:"
+# The backward recomputes checkpointed layers with the oneDNN routing their forward had (kernels.py).
+CHECKPOINTING = {"use_reentrant": False, "context_fn": checkpoint_contexts}
 
 
 @dataclass
@@ -221,7 +224,7 @@ def load_policy(
         _disable_cpu_4bit_packing(model)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     if cfg.model.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=CHECKPOINTING)
         model.config.use_cache = False
 
     ref_model = None
@@ -245,7 +248,9 @@ def _wrap_lora(model, cfg: TrainConfig, quantized: bool, adapter_path: str | Non
 
     if quantized:
         model = prepare_model_for_kbit_training(
-            model, use_gradient_checkpointing=cfg.model.gradient_checkpointing
+            model,
+            use_gradient_checkpointing=cfg.model.gradient_checkpointing,
+            gradient_checkpointing_kwargs=CHECKPOINTING,  # peft enables it again: the same way
         )
     if adapter_path is not None:
         return PeftModel.from_pretrained(model, adapter_path, is_trainable=True)
