@@ -178,7 +178,7 @@ class _Child:
 
     def exited(self) -> bool:
         """Whether the process has ended, without reaping it (its id stays ours until stop())."""
-        if os.name != "posix":
+        if not hasattr(os, "waitid"):  # Windows, macOS: reaps it (killpg may then find none)
             return self.proc.poll() is not None
         try:
             info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
