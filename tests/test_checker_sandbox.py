@@ -14,6 +14,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -111,7 +112,8 @@ def test_a_private_folder_is_its_working_home_and_temp_directory_and_is_removed(
         assert os.path.isdir(folder)
     found = dict(re.findall(r"(\w+)=(\S+)", res.error))
     assert found == {"cwd": folder, "home": folder, "tmp": folder}
-    assert folder != os.getcwd() and os.path.basename(folder).startswith("grpo-checker-")
+    assert folder != os.getcwd()
+    assert os.path.basename(folder).startswith(f"grpo-checker-{os.getpid()}-")
     assert not os.path.exists(folder)  # removed with the child
 
 
@@ -255,6 +257,10 @@ def test_a_parent_that_dies_takes_the_checker_with_it(tmp_path):
     parent.kill()
     parent.wait()
     assert dead(child)
+    # Its folder outlived both; the next checker started anywhere removes it.
+    [folder] = [e for e in os.listdir(tempfile.gettempdir()) if f"checker-{parent.pid}-" in e]
+    with CheckerProcess("def check(c, a, p):\n    return 1.0\n"):
+        assert not os.path.exists(os.path.join(tempfile.gettempdir(), folder))
 
 
 # ---------------------------------------------------------------- network and files

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -79,7 +80,25 @@ def child_environment(workdir: str) -> dict[str, str]:
 
 
 def make_workdir() -> str:
-    return tempfile.mkdtemp(prefix="grpo-checker-")
+    """A new private folder, named after this process; folders of parents that are gone (killed
+    before they could remove them) are removed first. POSIX only: on Windows os.kill(pid, 0) would
+    end that process."""
+    if os.name == "posix":
+        for entry in os.scandir(tempfile.gettempdir()):
+            match = re.fullmatch(r"grpo-checker-(\d+)-\w+", entry.name)
+            if match and entry.is_dir(follow_symlinks=False) and not _alive(int(match.group(1))):
+                remove_workdir(entry.path)
+    return tempfile.mkdtemp(prefix=f"grpo-checker-{os.getpid()}-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # someone else's process: not ours to judge
+        return True
+    return True
 
 
 def remove_workdir(path: str) -> None:
