@@ -30,6 +30,23 @@ def micro_model_dir(tmp_path_factory) -> str:
     return build_tiny_model(str(tmp_path_factory.mktemp("micro-model")), "micro", seed=0)
 
 
+@pytest.fixture(scope="session")
+def shaped_model_dir(tmp_path_factory):
+    """shaped_model_dir(name, favour=None) -> folder: a realistic-shape model (engine/shapes.py),
+    built once per test session for each (name, favour)."""
+    from grpo_desktop.engine.shapes import build_shaped
+
+    built: dict[tuple[str, str | None], str] = {}
+
+    def get(name: str, favour: str | None = None) -> str:
+        if (name, favour) not in built:
+            folder = str(tmp_path_factory.mktemp(name))
+            built[name, favour] = build_shaped(folder, name, favour=favour)
+        return built[name, favour]
+
+    return get
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Built-in models are cached under XDG_CACHE_HOME: keep the tests' cache out of the user's."""

@@ -28,6 +28,15 @@ def _load_train_config(args):
     from grpo_desktop.engine.trainer import read_run_config
 
     if args.resume:
+        ended = None
+        if not os.path.isfile(os.path.join(args.resume, "config.json")):
+            ended = _ended_before_first_step(args.resume)
+        if ended is not None:
+            raise Usage(
+                f"{args.resume} holds only a run that ended before its first step ({ended}), so "
+                "there is nothing to resume. Start it again with `grpo-desktop train CONFIG --out "
+                f"{args.resume}` (the folder is reused)."
+            )
         cfg = read_run_config(args.resume)
     elif args.demo:
         cfg = demo_config()
@@ -70,11 +79,42 @@ def cmd_train(args) -> int:
     out = args.resume or args.out
     if not out:
         return fail("give a run folder with --out DIR (events and checkpoints are saved there).")
-    if not args.resume and os.path.exists(os.path.join(out, "events.jsonl")):
-        return fail(
-            f"{out} already holds a run. Continue it with --resume {out}, or choose a new --out folder."
-        )
+    events = os.path.join(out, "events.jsonl")
+    if not args.resume and os.path.exists(events):
+        ended = _ended_before_first_step(out)
+        if ended is None:
+            return fail(
+                f"{out} already holds a run. Continue it with --resume {out}, or choose a new "
+                "--out folder."
+            )
+        from grpo_desktop.engine.events import truncate_events_after
+
+        print(f"{out} holds a run that ended before its first step ({ended}): starting it again "
+              "there.", file=sys.stderr)  # fmt: skip
+        try:
+            truncate_events_after(events, 0)  # its log, written by the trainer, starts afresh
+        except (OSError, UserError) as exc:
+            return fail(f"Cannot start again in {out}: {exc}")
     return _train_loop(cfg, out, bool(args.resume), args.quiet)
+
+
+def _ended_before_first_step(run_dir: str) -> str | None:
+    """How the run in `run_dir` ended when it never finished a step and saved no checkpoint
+    (e.g. it failed during setup: a wrong data path); None when it holds steps, checkpoints or a
+    log that is not a run's."""
+    from grpo_desktop.engine.events import read_events
+    from grpo_desktop.engine.run_layout import list_checkpoints
+
+    if list_checkpoints(run_dir):
+        return None
+    try:
+        events = read_events(os.path.join(run_dir, "events.jsonl"))
+    except (OSError, ValueError):
+        return None
+    if not events or any(e.type in ("step", "rollouts", "checkpoint") for e in events):
+        return None
+    finished = [e for e in events if e.type == "run_finished"]
+    return finished[-1].message.strip().rstrip(".") if finished else "it was interrupted"
 
 
 def _train_session(args, path: str) -> int:
@@ -90,11 +130,17 @@ def _train_session(args, path: str) -> int:
         return fail(f"{path} is a session: it trains into its own run folder, so leave out --out.")
     try:
         doc = load_session(path)
-        history = RunHistory.from_events_file(doc.events_path) if doc.has_run() else None
     except SessionError as exc:
         return fail(str(exc))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return fail(f"The run's history {doc.events_path} cannot be read ({exc}).")
+    try:
+        history = RunHistory.from_events_file(doc.events_path) if doc.has_run() else None
+    except OSError as exc:
+        return fail(f"Cannot read the run's history {doc.events_path}: {exc.strerror}.")
+    except (ValueError, KeyError, TypeError) as exc:
+        return fail(
+            f"The run's history {doc.events_path} is damaged ({exc}), so the run cannot be "
+            "continued. Nothing was changed."
+        )
     cfg = doc.config
     if args.steps is not None:
         cfg = cfg.replace(run={"max_steps": args.steps})

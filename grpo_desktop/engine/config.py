@@ -24,7 +24,7 @@ from grpo_desktop.engine.config_model import (
     option,
 )
 from grpo_desktop.engine.config_training import AlgorithmConfig, RewardsConfig, RunConfig
-from grpo_desktop.engine.errors import ConfigError
+from grpo_desktop.engine.errors import ConfigError, read_utf8
 
 __all__ = [
     "AlgorithmConfig",
@@ -111,6 +111,8 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, text: str) -> TrainConfig:
+        if not text.strip():
+            raise ConfigError("The settings are empty: there is no JSON object to read.")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -295,14 +297,18 @@ def preset(name: str, base: TrainConfig | None = None) -> TrainConfig:
 def load_config(path: str) -> TrainConfig:
     """Read a config JSON file; errors name the file and the problem."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        text = read_utf8(path, ConfigError)
     except FileNotFoundError:
         raise ConfigError(
             f"Config file not found: {path}. Create one with `grpo-desktop config --demo > {path}`."
         ) from None
     except OSError as exc:
         raise ConfigError(f"Cannot read config file {path}: {exc.strerror}.") from None
+    if not text.strip():
+        raise ConfigError(
+            f"Config file {path} is empty: it holds no settings. Write the demo's settings into it "
+            f"with `grpo-desktop config --demo > {path}` and edit them, or export them from the app."
+        )
     try:
         return TrainConfig.from_json(text)
     except ConfigError as exc:

@@ -21,8 +21,10 @@ Decisions:
   `eval_size` random rows (seeded) are taken out of the data. Either way, training rows whose
   problem text equals a held-out problem are dropped, so duplicates cannot leak. eval_size 0
   means no eval set.
-- Rows with an empty prompt or an empty answer are skipped and counted in `source_desc`; they
-  could not be scored, so training on them would only add noise. If no row is left, DataError.
+- Rows with an empty prompt or an empty answer are skipped and counted in `source_desc` (and in
+  `skipped`, a warning the trainer logs); they could not be scored, so training on them would
+  only add noise. If no row is left, DataError; messages about the held-out split say how many
+  rows were skipped.
 - Answers are normalised by `parse_answer` (GSM8K '#### 42' -> '42').
 - Every user-facing problem raises `DataError` naming the file or id and what to do.
 
@@ -78,6 +80,7 @@ class PromptData:
     eval: list[Example]
     columns: list[str]
     source_desc: str
+    skipped: str = ""  # a warning when rows were skipped for empty values, else ''
 
 
 # ----------------------------------------------------------------------------- answers, prompts
@@ -220,15 +223,17 @@ def _hold_out(
     eval_size: int,
     seed: int,
     where: tuple[str, str],
+    skipped: tuple[str, str] = ("", ""),
 ) -> tuple[list[Example], list[Example], str]:
-    """(train, eval, description of the held-out set); `where` names the source and test split."""
+    """(train, eval, description of the held-out set); `where` names the source and test split,
+    `skipped` says how many rows of each were left out for empty values (for the messages)."""
     if eval_size == 0:
         return pool, [], "no held-out set"
     rng = random.Random(seed)
     if test is not None:
         if eval_size > len(test):
             raise DataError(
-                f"{where[1]} has {len(test):,} usable rows, fewer than the "
+                f"{where[1]} has {len(test):,} usable rows{skipped[1]}, fewer than the "
                 f"{eval_size:,} held-out problems asked for. Lower 'Held-out problems' "
                 f"(data.eval_size) to at most {len(test):,}."
             )
@@ -236,10 +241,16 @@ def _hold_out(
         train, desc = pool, f"{eval_size:,} held out (random rows of the '{EVAL_SPLIT}' split)"
     else:
         if eval_size >= len(pool):
+            usable = f"{len(pool):,} usable row" + ("s" if len(pool) != 1 else "")
+            n, setting = len(pool), "'Held-out problems' (data.eval_size)"
+            fix = f"Set {setting} to 0 (no held-out set)"
+            if n >= 10:
+                fix = f"Lower {setting}, e.g. to {n // 10:,}, or set it to 0"
+            elif n > 1:
+                fix = f"Lower {setting} to at most {n - 1}, or set it to 0"
             raise DataError(
-                f"{where[0]} has {len(pool):,} usable rows, so holding out {eval_size:,} leaves none "
-                f"for training. Lower 'Held-out problems' (data.eval_size), e.g. to "
-                f"{max(1, len(pool) // 10):,}."
+                f"{where[0]} has {usable}{skipped[0]}, so holding out {eval_size:,} leaves none for "
+                f"training. {fix}, or add rows to the data."
             )
         picked = set(rng.sample(range(len(pool)), eval_size))
         held = [pool[i] for i in sorted(picked)]
@@ -248,7 +259,11 @@ def _hold_out(
     held_problems = {ex.problem for ex in held}
     kept = [ex for ex in train if ex.problem not in held_problems]
     if not kept:
-        raise DataError(f"Every training problem of {where[0]} is also in the held-out set.")
+        raise DataError(
+            f"Every training problem of {where[0]} is also in the held-out set (the data repeats "
+            "the same problems), so none is left for training. Set 'Held-out problems' "
+            "(data.eval_size) to 0, or add different problems."
+        )
     if len(kept) < len(train):
         desc += f"; dropped {len(train) - len(kept):,} training rows repeating a held-out problem"
     return kept, held, desc
@@ -292,6 +307,14 @@ def _load_arithmetic(cfg: DataConfig, seed: int) -> PromptData:
     return PromptData(train_examples, held_examples, ["question", "answer"], desc)
 
 
+def _skipped_rows(count: int, note: str) -> str:
+    """' (2 more rows were skipped: 1 with an empty prompt …)' for messages; '' for none."""
+    if not count:
+        return ""
+    were = "s were" if count != 1 else " was"
+    return f" ({count:,} more row{were} skipped: {note.removeprefix('; skipped ')})"
+
+
 def load_data(cfg: DataConfig, seed: int = 0) -> PromptData:
     """Training and held-out examples from the configured source (see the module docstring)."""
     if cfg.eval_size < 0:
@@ -302,15 +325,25 @@ def load_data(cfg: DataConfig, seed: int = 0) -> PromptData:
         return _load_arithmetic(cfg, seed)
     main, test_table = open_source(cfg)
     pool, skipped = _examples(main, cfg)
-    test = None
+    test, why = None, ["", ""]
+    why[0] = _skipped_rows(main.num_rows - len(pool), skipped)
     if test_table is not None and test_table.num_rows and cfg.eval_size:
-        test = _examples(test_table, cfg)[0]
+        test, test_skipped = _examples(test_table, cfg)
+        why[1] = _skipped_rows(test_table.num_rows - len(test), test_skipped)
     where = (main.where, test_table.where if test_table is not None else "")
-    train, held, held_desc = _hold_out(pool, test, cfg.eval_size, seed, where)
+    train, held, held_desc = _hold_out(pool, test, cfg.eval_size, seed, where, tuple(why))
     desc = (
         f"{main.where}: {main.num_rows:,} rows{skipped}; {len(train):,} for training, {held_desc}"
     )
-    return PromptData(train, held, list(main.columns), desc)
+    warn = ""
+    if skipped:
+        warn = (
+            f"{main.where}: {main.num_rows - len(pool):,} of its {main.num_rows:,} rows were "
+            f"skipped ({skipped.removeprefix('; skipped ')}). If that is more than you expect, "
+            f"check the prompt and answer columns (data.prompt_column '{cfg.prompt_column}', "
+            f"data.answer_column '{cfg.answer_column}')."
+        )
+    return PromptData(train, held, list(main.columns), desc, warn)
 
 
 def preview_rows(cfg: DataConfig, n: int = 20) -> tuple[list[str], list[dict]]:

@@ -16,6 +16,9 @@ Why these settings, measured on 2 CPU cores (README, "Built-in demo"):
 - G = 8 answers per problem, 4 problems per step: groups of 8 nearly always hold a right and a
   wrong answer at this accuracy, so almost every step teaches something.
 - 160 completion tokens: a worked answer takes about 115.
+- A checkpoint every 10 steps (the app's default), so a crash or kill loses at most 10 steps: a
+  demo checkpoint is 19 MB (6.4 MB of weights, 12.8 MB of AdamW state; two are kept) and takes
+  0.06–0.13 s to save, about 1 % of a 100-step run for ten of them.
 
 Torch-free. Try it:  grpo-desktop train --demo --out runs/demo && grpo-desktop eval runs/demo
 """
@@ -40,5 +43,5 @@ def demo_config() -> TrainConfig:
             "learning_rate": 2e-4,
             "beta": 0.0,
         },
-        run={"max_steps": DEMO_STEPS, "eval_every": 10, "checkpoint_every": 50},
+        run={"max_steps": DEMO_STEPS, "eval_every": 10, "checkpoint_every": 10},
     )

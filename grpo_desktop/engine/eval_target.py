@@ -25,16 +25,19 @@ import os
 import time
 
 import torch
+from safetensors import SafetensorError
 
 from grpo_desktop.engine import checkpoint as ckpt
 from grpo_desktop.engine.arithmetic import arithmetic_problems, has_pools, pool_size
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.data import Example, load_data
 from grpo_desktop.engine.demo import demo_config
-from grpo_desktop.engine.errors import UserError
+from grpo_desktop.engine.errors import ModelError, UserError
 from grpo_desktop.engine.evaluate import evaluate, sampled_format_rate
-from grpo_desktop.engine.modeling import load_policy
+from grpo_desktop.engine.modeling import load_policy, resolve_model_path
 from grpo_desktop.engine.trainer import CONFIG_FILE, EVENTS_FILE, read_run_config
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
 
 def _is_run_dir(path: str) -> bool:
@@ -64,10 +67,10 @@ def resolve_target(target: str | None) -> tuple[TrainConfig, str | None, str | N
         weights, is_adapter = ckpt.weights_path(checkpoint)
         return cfg, weights if is_adapter else None, None if is_adapter else weights, step
     if os.path.isdir(path) and os.path.isfile(os.path.join(path, CONFIG_FILE)):
-        with open(os.path.join(path, CONFIG_FILE), encoding="utf-8") as fh:
+        with open(os.path.join(path, CONFIG_FILE), "rb") as fh:
             try:
                 looks_like_settings = "algorithm" in json.load(fh)
-            except json.JSONDecodeError:
+            except ValueError:  # not JSON, not UTF-8: the model loader says what is wrong
                 looks_like_settings = False
         if looks_like_settings:
             raise UserError(
@@ -95,6 +98,32 @@ def held_out_examples(cfg: TrainConfig, n: int, seed: int) -> list[Example]:
     return held[:n]
 
 
+def _load(cfg: TrainConfig, adapter: str | None, weights: str | None):
+    """The policy to evaluate; weights that cannot be read (truncated, damaged, not a model's)
+    raise ModelError naming the folder and its weight files instead of the loader's traceback."""
+    try:
+        return load_policy(cfg, adapter_path=adapter, weights_path=weights)
+    except UserError:
+        raise
+    except (SafetensorError, OSError, RuntimeError, ValueError, EOFError) as exc:
+        folder = adapter or weights or resolve_model_path(cfg.model.name_or_path)
+        files = sorted(f for f in _listdir(folder) if f.endswith(WEIGHT_SUFFIXES))
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(
+            f"The weights in {folder} ({', '.join(files) or 'no weight files'}) cannot be "
+            f"loaded: {detail}. The file is probably damaged or incomplete (an interrupted "
+            "download, copy or save): copy or download it again, or evaluate another "
+            "checkpoint or model."
+        ) from None
+
+
+def _listdir(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
 def evaluate_target(
     target: str | None, n: int = 200, seed: int = 0, sample_t1: bool = True
 ) -> dict:
@@ -105,7 +134,7 @@ def evaluate_target(
     # Evaluation needs no reference model, and a fresh adapter would change nothing.
     cfg = cfg.replace(algorithm={"beta": 0.0}, lora={"enabled": adapter is not None})
     torch.manual_seed(seed)
-    policy = load_policy(cfg, adapter_path=adapter, weights_path=weights)
+    policy = _load(cfg, adapter, weights)
     policy.model.eval()
     result = evaluate(policy, examples, cfg, step=step or 0)
     out: dict = {

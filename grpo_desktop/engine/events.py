@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from grpo_desktop.engine.errors import UserError
+
 
 def clean(value: Any) -> Any:
     """Make a value strictly JSON-safe: NaN/inf become None, tuples become lists."""
@@ -221,26 +223,42 @@ def event_step(data: dict[str, Any]) -> int:
 
 def truncate_events_after(path: str, step: int) -> int:
     """Rewrite an events.jsonl keeping only events of steps ≤ `step` (all of them go when step is
-    0), so a resumed run's log holds each step once. Atomic; a torn last line is dropped.
-    Returns the number of events kept."""
+    0), so a resumed run's log holds each step once. Atomic, keeps the file's permissions and
+    leaves no temporary file on failure; a torn last line is dropped, but a damaged line before
+    one that is kept raises UserError naming its line. Returns the number of events kept."""
+    import contextlib
     import os
+    import stat
     import tempfile
 
     if not os.path.isfile(path):
         return 0
-    kept = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
+    kept, damaged = [], None
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, 1):
             try:
                 data = json.loads(line)
-            except json.JSONDecodeError:
+            except ValueError as exc:  # not JSON, or not UTF-8
+                damaged = damaged or (number, getattr(exc, "msg", None) or exc.reason)
                 continue
             if step > 0 and isinstance(data, dict) and event_step(data) <= step:
-                kept.append(line if line.endswith("\n") else line + "\n")
+                if damaged is not None:  # an event the resumed run keeps follows a broken line
+                    raise UserError(
+                        f"{path}: line {damaged[0]} is damaged (not valid JSON: {damaged[1]}) and "
+                        "the history continues after it. Delete or repair that line in a text "
+                        "editor, then resume again."
+                    )
+                kept.append(line if line.endswith(b"\n") else line + b"\n")
     fd, tmp = tempfile.mkstemp(prefix=".events-", dir=os.path.dirname(os.path.abspath(path)))
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.writelines(kept)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.writelines(kept)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))  # mkstemp makes it 0600: keep the mode
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)  # e.g. a full disk: no temporary file left behind
+        raise
     return len(kept)

@@ -17,7 +17,6 @@ steps.
 from __future__ import annotations
 
 import gc
-import json
 import math
 import os
 import time
@@ -33,7 +32,7 @@ from grpo_desktop.engine.alerts import CheckerWatch
 from grpo_desktop.engine.config import TrainConfig, validate, warnings
 from grpo_desktop.engine.control import TrainControl
 from grpo_desktop.engine.data import Example, batch_indices, load_data
-from grpo_desktop.engine.errors import ConfigError, UserError
+from grpo_desktop.engine.errors import ConfigError, UserError, read_utf8
 from grpo_desktop.engine.evaluate import evaluate
 from grpo_desktop.engine.events import (
     CheckpointSaved,
@@ -225,6 +224,8 @@ class _Run:
         )
         for text in warnings(cfg):
             yield LogMessage(start_step, "warning", text)
+        if data.skipped:  # rows with an empty prompt or answer
+            yield LogMessage(start_step, "warning", data.skipped)
         if self.rewards.checker_protections:  # what the custom checker's sandbox holds back here
             yield LogMessage(start_step, "info", self.rewards.checker_protections)
         cut = _overlong_warning(policy.tokenizer, data.train, cfg)
@@ -384,11 +385,14 @@ def _device_name(device: torch.device) -> str:
 def read_run_config(run_dir: str) -> TrainConfig:
     path = os.path.join(run_dir, CONFIG_FILE)
     try:
-        with open(path, encoding="utf-8") as fh:
-            return TrainConfig.from_dict(json.load(fh))
+        text = read_utf8(path, UserError)  # a file that is not UTF-8 is named as such
     except FileNotFoundError:
         raise UserError(
             f"{run_dir} is not a run folder (no {CONFIG_FILE}). Give the folder a run was saved to."
         ) from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path} is damaged: {exc}.") from None
+    except OSError as exc:
+        raise UserError(f"Cannot read {path}: {exc.strerror}.") from None
+    try:
+        return TrainConfig.from_json(text)
+    except (ConfigError, TypeError) as exc:
+        raise UserError(f"{path} is damaged: {exc}") from None

@@ -12,9 +12,10 @@ Why a folder: it moves, copies and zips as one thing; every part is readable by 
 engine's append-only event log — saving rewrites only the small session.json. Paths inside are
 relative, so a moved session still opens.
 
-Opening never writes: a corrupt file, a newer schema or a missing run folder raises SessionError
-with a message that names the problem, and nothing on disk changes. Older schemas are upgraded
-in memory by sequential migrations and written in the current schema on the next save.
+Opening never writes: a corrupt file, one that is not UTF-8, a field of the wrong type
+(`"created": "yesterday"`), a newer schema or a missing run folder raises SessionError with a
+message that names the file and the problem, and nothing on disk changes. Older schemas are
+upgraded in memory by sequential migrations and written in the current schema on the next save.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 from grpo_desktop import __version__
 from grpo_desktop.engine.config import TrainConfig
-from grpo_desktop.engine.errors import ConfigError, UserError
+from grpo_desktop.engine.errors import ConfigError, UserError, read_utf8
 from grpo_desktop.session.fsio import atomic_write_text
 
 SCHEMA_VERSION = 2
@@ -103,6 +104,10 @@ def _v1_to_v2(data: dict, path: str) -> dict:
     """v1 stored the run folder as an absolute `run_dir` and had no window layout."""
     data = dict(data)
     run_dir = data.pop("run_dir", None) or RUN_DIR
+    if not isinstance(run_dir, str):
+        raise SessionError(
+            f"{path}: session.json is damaged: 'run_dir' must be text, not {run_dir!r}."
+        )
     if os.path.isabs(run_dir):  # keep it only while it still exists (a moved bundle has "run")
         run_dir = os.path.relpath(run_dir, path) if os.path.isdir(run_dir) else RUN_DIR
     data["run"] = run_dir
@@ -147,8 +152,7 @@ def load_session(path: str) -> SessionDocument:
             f"ending in {SUFFIX}."
         )
     try:
-        with open(file, encoding="utf-8") as fh:
-            text = fh.read()
+        text = read_utf8(file, SessionError)
     except OSError as exc:
         raise SessionError(f"Cannot read {file}: {exc.strerror}.") from None
     try:
@@ -167,6 +171,7 @@ def document_from_data(data: Any, path: str, file: str) -> SessionDocument:
     if not isinstance(data, dict):
         raise SessionError(f"{file} is damaged: it does not hold a session object.")
     data = migrate(data, path)
+    _check_field_types(data, file)
     try:
         config = TrainConfig.from_dict(data.get("config", {}))
     except (ConfigError, TypeError) as exc:
@@ -174,11 +179,11 @@ def document_from_data(data: Any, path: str, file: str) -> SessionDocument:
     doc = SessionDocument(
         path=path,
         config=config,
-        name=str(data.get("name") or _default_name(path)),
+        name=data.get("name") or _default_name(path),
         layout=data.get("layout") or {},
         created=float(data.get("created") or 0.0),
         modified=float(data.get("modified") or 0.0),
-        run=str(data.get("run") or RUN_DIR),
+        run=data.get("run") or RUN_DIR,
         trained=bool(data.get("trained")),
     )
     if doc.trained and not os.path.isdir(doc.run_dir):
@@ -188,6 +193,37 @@ def document_from_data(data: Any, path: str, file: str) -> SessionDocument:
             "folder, not only session.json)."
         )
     return doc
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# The top-level fields of session.json (the config's own fields are checked by validate()): what
+# each must hold, in words, and the test. A missing field or null takes its default.
+FIELD_TYPES = {
+    "name": ("text", lambda v: isinstance(v, str)),
+    "created": ("a number (seconds since 1970)", _is_number),
+    "modified": ("a number (seconds since 1970)", _is_number),
+    "run": ("text (the run folder, relative to the session)", lambda v: isinstance(v, str)),
+    "trained": ("true or false", lambda v: isinstance(v, bool)),
+    "layout": ("an object", lambda v: isinstance(v, dict)),
+    "config": ("an object", lambda v: isinstance(v, dict)),
+}
+
+
+def _check_field_types(data: dict, file: str) -> None:
+    """Raise SessionError naming every field of `data` whose value has the wrong type."""
+    wrong = [
+        f"'{name}' must be {what}, not {json.dumps(data[name])[:60]}"
+        for name, (what, ok) in FIELD_TYPES.items()
+        if data.get(name) is not None and not ok(data[name])
+    ]
+    if wrong:
+        raise SessionError(
+            f"{file} is damaged: " + "; ".join(wrong) + ". The file was not changed; correct "
+            "it in a text editor, or open a copy of the session if you have one."
+        )
 
 
 def save_session(doc: SessionDocument, path: str | None = None) -> SessionDocument:

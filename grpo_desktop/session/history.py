@@ -377,8 +377,11 @@ class RunHistory:
                 if not line.endswith(b"\n"):
                     break  # a torn last line: a crash mid-write, or still being written
                 if line.strip():
-                    data = json.loads(line)
-                    event_from_dict(data)  # validates the type and fields
+                    try:
+                        data = json.loads(line)
+                        event_from_dict(data)  # validates the type and fields
+                    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                        raise ValueError(_bad_line(path, offset, line, exc)) from None
                     self.append(data)
                     if data.get("type") == "rollouts":
                         self.rollouts.index_line(int(data["step"]), offset)
@@ -403,6 +406,20 @@ class RunHistory:
                     [int(step), _cell(elapsed[i]), *(_cell(c[i]) for c in columns)]
                     + [_cell(ev.get("accuracy")), _cell(ev.get("format_rate"))]
                 )
+
+
+def _bad_line(path: str, offset: int, line: bytes, exc: Exception) -> str:
+    """What is wrong with the events.jsonl `line` that starts at byte `offset` of `path`: its
+    real line number (json's own message counts within the one line) and the problem."""
+    with open(path, "rb") as fh:
+        number = fh.read(offset).count(b"\n") + 1
+    if isinstance(exc, json.JSONDecodeError):
+        what = f"not valid JSON at column {exc.colno}: {exc.msg}"
+    elif isinstance(exc, UnicodeDecodeError):
+        what = "not UTF-8 text"
+    else:
+        what = f"not a valid event: {exc}"
+    return f"line {number} is {what}; delete or repair that line in a text editor"
 
 
 def _cell(value: Any) -> str:
