@@ -85,6 +85,12 @@ def _parser() -> argparse.ArgumentParser:
         help="allow the custom checker code in the session or config (Python that runs with "
         "your permissions) and remember it as trusted",
     )
+    t.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow the model's own Python code (the .py files beside its config or a "
+        "checkpoint's, run when model.trust_remote_code is set) and remember it as trusted",
+    )
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--seed", type=int, help="seed for data order and sampling (sets run.seed)")
 
@@ -103,6 +109,12 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument(
         "--no-sample", action="store_true", help="skip the temperature-1 format rate (faster)"
     )
+    e.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow the model's own Python code (a model folder's .py files, or a run's when "
+        "its config sets model.trust_remote_code) and remember it as trusted",
+    )
 
     score_parser(sub)
 
@@ -118,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     import multiprocessing
 
-    multiprocessing.freeze_support()  # checker child processes in a frozen (installer) build
+    multiprocessing.freeze_support()  # libraries that spawn workers (math-verify on Windows)
     args = _parser().parse_args(_open_shortcut(sys.argv[1:] if argv is None else list(argv)))
     if args.self_test:
         from grpo_desktop.selftest import run_self_test
