@@ -1,5 +1,6 @@
 """What every subcommand shares: exit codes, the one-paragraph error message on stderr, and the
-trust gate for custom checker code (`train` and `score` ask the same question)."""
+trust gates for code that came in a file: custom checker code (`train` and `score` ask the same
+question) and a model's own code (`train` and `eval`, with --trust-remote-code)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,22 @@ def checker_refusal(cfg, source: str | None, allow: bool) -> str:
         "custom_checker, or open it in the app, which shows it); to run it, add --trust-checker "
         "(remembered for this exact code)."
     )
+
+
+def remote_code_gate(cfg, source: str | None, run_dir: str | None, allow: bool, folders=()):
+    """(refusal, permission) for the model's own code that `cfg` (read from `source`) would
+    run — the base model, with `run_dir` the run's checkpoints, and any weight `folders` to be
+    loaded; refusal is '' when it may
+    run. With `allow` (--trust-remote-code) it may, and is remembered as trusted. The permission
+    goes to the engine's loaders, which refuse that code without it."""
+    from grpo_desktop.engine.remote_code import code_to_trust, permission_for, refusal_message
+    from grpo_desktop.session.trust import TrustStore
+
+    codes = code_to_trust(cfg.model.name_or_path, cfg.model.trust_remote_code, run_dir, folders)
+    store = TrustStore()
+    untrusted = store.untrusted_code(codes)
+    if untrusted and not allow:
+        how = "add --trust-remote-code"
+        return refusal_message(untrusted, str(source or "The settings"), how), None
+    store.trust_code(untrusted)
+    return "", permission_for(codes) if codes else None

@@ -1,8 +1,11 @@
-"""`grpo-desktop eval --demo | RUN_DIR | MODEL_DIR`: held-out accuracy as one JSON line."""
+"""`grpo-desktop eval --demo | RUN_DIR | MODEL_DIR`: held-out accuracy as one JSON line.
+
+A model's own code (model.trust_remote_code: in a run's config, or --trust-remote-code for a
+plain model folder) runs only once trusted: --trust-remote-code allows and remembers it."""
 
 from __future__ import annotations
 
-from grpo_desktop.cli.common import EXIT_OK, fail
+from grpo_desktop.cli.common import EXIT_OK, fail, remote_code_gate
 
 
 def cmd_eval(args) -> int:
@@ -12,14 +15,22 @@ def cmd_eval(args) -> int:
 
     if args.demo == bool(args.target):
         return fail("give either a model or run folder, or --demo.")
-    from grpo_desktop.engine.eval_target import evaluate_target
+    from grpo_desktop.engine.eval_target import evaluate_target, target_config
 
+    target = None if args.demo else args.target
     try:
+        cfg, _adapter, weights, _step = target_config(target, args.trust_remote_code)
+        folders = [weights] if weights else []  # a checkpoint's full weights and tokenizer
+        refusal, remote_code = remote_code_gate(cfg, target, None, args.trust_remote_code, folders)
+        if refusal:
+            return fail(refusal)
         result = evaluate_target(
-            None if args.demo else args.target,
+            target,
             n=args.n,
             seed=args.seed,
             sample_t1=not args.no_sample,
+            remote_code=remote_code,
+            trust_remote_code=args.trust_remote_code,
         )
     except UserError as exc:
         return fail(str(exc))

@@ -18,6 +18,7 @@ from grpo_desktop.cli.common import (
     Usage,
     checker_refusal,
     fail,
+    remote_code_gate,
 )
 from grpo_desktop.cli.progress import Progress
 
@@ -76,6 +77,10 @@ def cmd_train(args) -> int:
     refusal = checker_refusal(cfg, source, args.trust_checker)
     if refusal:
         return fail(refusal)
+    run_dir = args.resume if args.resume else None  # resuming loads one of its checkpoints
+    refusal, remote_code = remote_code_gate(cfg, source, run_dir, args.trust_remote_code)
+    if refusal:
+        return fail(refusal)
     out = args.resume or args.out
     if not out:
         return fail("give a run folder with --out DIR (events and checkpoints are saved there).")
@@ -95,7 +100,7 @@ def cmd_train(args) -> int:
             truncate_events_after(events, 0)  # its log, written by the trainer, starts afresh
         except (OSError, UserError) as exc:
             return fail(f"Cannot start again in {out}: {exc}")
-    return _train_loop(cfg, out, bool(args.resume), args.quiet)
+    return _train_loop(cfg, out, bool(args.resume), args.quiet, remote_code)
 
 
 def _ended_before_first_step(run_dir: str) -> str | None:
@@ -152,6 +157,10 @@ def _train_session(args, path: str) -> int:
     refusal = checker_refusal(cfg, path, args.trust_checker)
     if refusal:
         return fail(refusal)
+    run_dir = doc.run_dir if resume else None  # resuming loads one of its checkpoints
+    refusal, remote_code = remote_code_gate(cfg, path, run_dir, args.trust_remote_code)
+    if refusal:
+        return fail(refusal)
     state = run_state(history, doc.run_dir) if history is not None else None
     if state is not None and state.has_steps and not resume:
         return fail(
@@ -167,11 +176,12 @@ def _train_session(args, path: str) -> int:
         save_session(doc)  # the session names its run and the settings it ran with
     except (OSError, SessionError) as exc:
         return fail(str(exc))
-    return _train_loop(cfg, doc.run_dir, resume, args.quiet)
+    return _train_loop(cfg, doc.run_dir, resume, args.quiet, remote_code)
 
 
-def _train_loop(cfg, out: str, resume: bool, quiet: bool) -> int:
-    """Train into the run folder `out` (Ctrl-C stops after the step); returns the exit code."""
+def _train_loop(cfg, out: str, resume: bool, quiet: bool, remote_code=None) -> int:
+    """Train into the run folder `out` (Ctrl-C stops after the step); returns the exit code.
+    `remote_code`: the permission for the model's own code, from `remote_code_gate`."""
     from grpo_desktop.engine.control import TrainControl
     from grpo_desktop.engine.trainer import train
 
@@ -189,7 +199,7 @@ def _train_loop(cfg, out: str, resume: bool, quiet: bool) -> int:
     bar = Progress(enabled=not quiet)
     finished = None
     try:
-        for event in train(cfg, control, run_dir=out, resume=resume):
+        for event in train(cfg, control, run_dir=out, resume=resume, remote_code=remote_code):
             bar.update(event)
             if event.type == "run_finished":
                 finished = event

@@ -35,6 +35,7 @@ from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.engine.errors import ModelError, UserError
 from grpo_desktop.engine.evaluate import evaluate, sampled_format_rate
 from grpo_desktop.engine.modeling import load_policy, resolve_model_path
+from grpo_desktop.engine.remote_code import RemoteCodePermission
 from grpo_desktop.engine.trainer import CONFIG_FILE, EVENTS_FILE, read_run_config
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
@@ -98,11 +99,11 @@ def held_out_examples(cfg: TrainConfig, n: int, seed: int) -> list[Example]:
     return held[:n]
 
 
-def _load(cfg: TrainConfig, adapter: str | None, weights: str | None):
+def _load(cfg: TrainConfig, adapter: str | None, weights: str | None, remote_code=None):
     """The policy to evaluate; weights that cannot be read (truncated, damaged, not a model's)
     raise ModelError naming the folder and its weight files instead of the loader's traceback."""
     try:
-        return load_policy(cfg, adapter_path=adapter, weights_path=weights)
+        return load_policy(cfg, adapter, weights, remote_code=remote_code)
     except UserError:
         raise
     except (SafetensorError, OSError, RuntimeError, ValueError, EOFError) as exc:
@@ -124,17 +125,32 @@ def _listdir(folder: str) -> list[str]:
         return []
 
 
-def evaluate_target(
-    target: str | None, n: int = 200, seed: int = 0, sample_t1: bool = True
-) -> dict:
-    """Greedy accuracy, format rate and (with sample_t1) the temperature-1 format rate."""
-    t0 = time.perf_counter()
+def target_config(target: str | None, trust_remote_code: bool = False):
+    """resolve_target, with `trust_remote_code` turning the setting on for a plain model folder
+    (a run's own config decides for a run or checkpoint)."""
     cfg, adapter, weights, step = resolve_target(target)
+    if trust_remote_code and step is None and target is not None:
+        cfg = cfg.replace(model={"trust_remote_code": True})
+    return cfg, adapter, weights, step
+
+
+def evaluate_target(
+    target: str | None,
+    n: int = 200,
+    seed: int = 0,
+    sample_t1: bool = True,
+    remote_code: RemoteCodePermission | None = None,
+    trust_remote_code: bool = False,
+) -> dict:
+    """Greedy accuracy, format rate and (with sample_t1) the temperature-1 format rate.
+    `remote_code`: the permission for the model's own code (engine/remote_code.py)."""
+    t0 = time.perf_counter()
+    cfg, adapter, weights, step = target_config(target, trust_remote_code)
     examples = held_out_examples(cfg, n, seed)
     # Evaluation needs no reference model, and a fresh adapter would change nothing.
     cfg = cfg.replace(algorithm={"beta": 0.0}, lora={"enabled": adapter is not None})
     torch.manual_seed(seed)
-    policy = _load(cfg, adapter, weights)
+    policy = _load(cfg, adapter, weights, remote_code)
     policy.model.eval()
     result = evaluate(policy, examples, cfg, step=step or 0)
     out: dict = {

@@ -21,6 +21,7 @@ import torch
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.errors import ModelError
 from grpo_desktop.engine.kernels import checkpoint_contexts
+from grpo_desktop.engine.remote_code import RemoteCodePermission, check_permission, code_hint
 
 BUILTIN_PREFIX = "builtin:"
 # The backward recomputes checkpointed layers with the oneDNN routing their forward had (kernels.py).
@@ -153,10 +154,15 @@ def _quiet_transformers() -> None:
     )
 
 
-def load_tokenizer(path: str, trust_remote_code: bool = False):
+def load_tokenizer(
+    path: str, trust_remote_code: bool = False, remote_code: RemoteCodePermission | None = None
+):
+    """The tokenizer in `path`. Its own code runs only when the setting asks for it and
+    `remote_code` covers that code (engine/remote_code.py); else this refuses with a message."""
     from transformers import AutoTokenizer
 
-    tok = _from_pretrained(AutoTokenizer, path, trust_remote_code=trust_remote_code)
+    trust = check_permission(trust_remote_code, path, remote_code)
+    tok = _from_pretrained(AutoTokenizer, path, trust_remote_code=trust)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"  # generation appends on the right
@@ -196,10 +202,15 @@ def _disable_cpu_4bit_packing(model) -> None:
 
 
 def load_policy(
-    cfg: TrainConfig, adapter_path: str | None = None, weights_path: str | None = None
+    cfg: TrainConfig,
+    adapter_path: str | None = None,
+    weights_path: str | None = None,
+    remote_code: RemoteCodePermission | None = None,
 ) -> Policy:
     """Load model and tokenizer as the config says. To resume, `adapter_path` restores a saved
-    LoRA adapter, `weights_path` saved full weights (the reference stays the original model)."""
+    LoRA adapter, `weights_path` saved full weights (the reference stays the original model).
+    With model.trust_remote_code, code shipped in a folder runs only when `remote_code` (given
+    by the caller who asked the user) covers it; otherwise this raises ModelError."""
     from transformers import AutoModelForCausalLM
 
     _quiet_transformers()
@@ -207,8 +218,8 @@ def load_policy(
     path = weights_path or base_path
     device = pick_device(cfg.model.device)
     dtype = pick_dtype(cfg.model.dtype, device)
-    trust = cfg.model.trust_remote_code
-    tokenizer = load_tokenizer(path, trust)
+    trust = check_permission(cfg.model.trust_remote_code, path, remote_code)
+    tokenizer = load_tokenizer(path, cfg.model.trust_remote_code, remote_code)
     quant = _quantization(cfg, dtype)
     kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": trust}
     if quant is not None:
@@ -217,7 +228,8 @@ def load_policy(
     try:
         model = _from_pretrained(AutoModelForCausalLM, path, **kwargs)
     except ValueError as exc:  # e.g. an architecture this transformers does not know
-        raise ModelError(f"Could not load the model '{path}': {exc}") from exc
+        hint = "" if trust else code_hint(path)
+        raise ModelError(f"Could not load the model '{path}': {exc}{hint}") from exc
     if quant is None:
         model.to(device)
     elif device.type == "cpu" and cfg.quantization.mode == "4bit":
@@ -236,6 +248,9 @@ def load_policy(
         if cfg.algorithm.beta > 0 and weights_path is None:
             ref_model = copy.deepcopy(model)
         elif cfg.algorithm.beta > 0:
+            kwargs["trust_remote_code"] = check_permission(
+                cfg.model.trust_remote_code, base_path, remote_code
+            )
             ref_model = _from_pretrained(AutoModelForCausalLM, base_path, **kwargs).to(device)
         if ref_model is not None:
             ref_model.eval().requires_grad_(False)

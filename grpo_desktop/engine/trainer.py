@@ -16,6 +16,7 @@ steps.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import os
@@ -47,6 +48,7 @@ from grpo_desktop.engine.events import (
 from grpo_desktop.engine.loss import advantage_histogram, group_has_spread
 from grpo_desktop.engine.modeling import Policy, load_policy
 from grpo_desktop.engine.rewards import RewardSet
+from grpo_desktop.engine.remote_code import RemoteCodePermission
 from grpo_desktop.engine.rollout import overlong_prompts
 from grpo_desktop.engine.step import grpo_step, sample_groups, select_groups
 
@@ -79,21 +81,38 @@ def step_seed(seed: int, step: int) -> int:
 
 class _EventLog:
     """Appends events to RUN/events.jsonl; opened at the first event, after a resume has trimmed
-    what was logged past the restored checkpoint."""
+    what was logged past the restored checkpoint. A line the disk has no room for is undone (the
+    file is cut back to its last whole line) and the error raised; after one failure, writes are
+    best effort (the run's last event is logged if there is room again), never raising twice."""
 
     def __init__(self, run_dir: str | None):
         self.run_dir = run_dir
         self.fh = None
 
+        self.failed = False
     def write(self, event: Event, sync: bool = False) -> Event:
-        if self.fh is None and self.run_dir:
-            os.makedirs(self.run_dir, exist_ok=True)
-            self.fh = open(os.path.join(self.run_dir, EVENTS_FILE), "a", encoding="utf-8")  # noqa: SIM115
-        if self.fh is not None:
-            self.fh.write(event.to_json() + "\n")
-            self.fh.flush()
-            if sync:
-                os.fsync(self.fh.fileno())
+        if not self.run_dir:
+            return event
+        try:
+            if self.fh is None:
+                os.makedirs(self.run_dir, exist_ok=True)
+                self.fh = open(os.path.join(self.run_dir, EVENTS_FILE), "ab", buffering=0)  # noqa: SIM115
+            start = self.fh.seek(0, os.SEEK_END)
+            data = memoryview((event.to_json() + "\n").encode("utf-8"))
+            try:
+                while data:
+                    data = data[self.fh.write(data) :]
+                if sync:
+                    os.fsync(self.fh.fileno())
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self.fh.fileno(), start)
+                raise
+        except OSError:
+            if self.failed:
+                return event
+            self.failed = True
+            raise
         return event
 
     def close(self) -> None:
@@ -104,11 +123,16 @@ class _EventLog:
 def write_config(run_dir: str, cfg: TrainConfig) -> None:
     os.makedirs(run_dir, exist_ok=True)
     tmp = os.path.join(run_dir, CONFIG_FILE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(cfg.to_json())
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, os.path.join(run_dir, CONFIG_FILE))
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(cfg.to_json())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, os.path.join(run_dir, CONFIG_FILE))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)  # e.g. a full disk: no temporary file left behind
+        raise
 
 
 def train(
@@ -118,12 +142,15 @@ def train(
     run_dir: str | None = None,
     resume: bool = False,
 ) -> Iterator[Event]:
-    """Run GRPO as `config` says, yielding events. See the module docstring."""
+    remote_code: RemoteCodePermission | None = None,
+    """Run GRPO as `config` says, yielding events. See the module docstring. `remote_code` is
+    the permission to run the model's own code (engine/remote_code.py), from whoever asked."""
     control = control or TrainControl()
     log = _EventLog(run_dir)
     state = {"step": 0, "t0": time.time()}
     run = _Run(config, control, run_dir, resume, state)
     try:
+    run.remote_code = remote_code
         for event in run.events():
             yield log.write(event, sync=isinstance(event, CheckpointSaved))
     except UserError as exc:
@@ -137,6 +164,9 @@ def train(
     except Exception as exc:  # a bug: report it with its traceback, keep the app alive
         msg = f"Training failed with an internal error: {type(exc).__name__}: {exc}"
         yield log.write(_finished("failed", state, msg, traceback.format_exc()), sync=True)
+        if run_dir and ckpt.is_disk_full(exc, run_dir):  # not a bug: events.jsonl, config.json
+            yield log.write(_finished("failed", state, str(ckpt.disk_full_error(run_dir)), None))
+            return
     finally:
         log.close()
         run.close()
@@ -163,6 +193,8 @@ class _Run:
 
     def close(self) -> None:
         if self.rewards is not None:
+        self.remote_code: RemoteCodePermission | None = None
+        self.notes: list[str] = []  # warnings for the log once the run has started
             self.rewards.close()
         self.policy = None
         gc.collect()
@@ -174,32 +206,41 @@ class _Run:
         problems = validate(cfg)
         if problems:
             raise ConfigError("The settings need fixing:\n- " + "\n- ".join(problems))
-        start_step, resume_dir = 0, None
+        start_step, point = 0, None
         if self.resume:
             if not self.run_dir:
                 raise UserError("Resuming needs the run folder to continue from.")
-            resume_dir = ckpt.latest_checkpoint(self.run_dir)
-            if resume_dir is not None:
-                start_step = int(ckpt.read_state(resume_dir)["step"])
+            point, skipped = ckpt.find_resume_point(self.run_dir)  # the newest intact one
+            if point is not None:
+                start_step = point.step
+                self.notes += [ckpt.skipped_message(s, point) for s in skipped]
             # What was logged after the checkpoint is redone: drop it so each step appears once.
             truncate_events_after(os.path.join(self.run_dir, EVENTS_FILE), start_step)
         data = load_data(cfg.data, seed=cfg.run.seed)
         if not data.train:
             raise UserError("The dataset has no training rows left after the held-out split.")
         adapter = weights = None
-        if resume_dir is not None:
-            path, is_adapter = ckpt.weights_path(resume_dir)
+        if point is not None:
+            path, is_adapter = point.weights
             adapter, weights = (path, None) if is_adapter else (None, path)
         torch.manual_seed(cfg.run.seed)  # LoRA initialisation is random: make it repeatable
-        self.policy = load_policy(cfg, adapter_path=adapter, weights_path=weights)
+        try:
+            self.policy = load_policy(cfg, adapter, weights, remote_code=self.remote_code)
+        except (UserError, torch.OutOfMemoryError):
+            raise
+        except Exception as exc:  # the checkpoint's weights, not a bug: name them
+            if point is None:
+                raise
+            what = f"the weights cannot be loaded ({type(exc).__name__}: {exc})"
+            raise ckpt.DamagedCheckpoint(point.folder, os.path.basename(path), what) from exc
         self.rewards = RewardSet(self.cfg.rewards)
         self.watch = CheckerWatch(self.cfg.rewards.checker_timeout_s)
         params = self.policy.trainable_parameters()
         a = self.cfg.algorithm
         optimizer = torch.optim.AdamW(params, lr=a.learning_rate, weight_decay=a.weight_decay)
         scheduler = make_scheduler(optimizer, self.cfg)
-        if resume_dir is not None:
-            ckpt.load_training_state(resume_dir, optimizer, scheduler, self.policy.device)
+        if point is not None:
+            ckpt.load_training_state(point, optimizer, scheduler)
         if self.run_dir:
             write_config(self.run_dir, self.cfg)
         return data, optimizer, scheduler, start_step
@@ -222,7 +263,7 @@ class _Run:
             resumed=start_step > 0,
             time=time.time(),
         )
-        for text in warnings(cfg):
+        for text in [*self.notes, *warnings(cfg)]:
             yield LogMessage(start_step, "warning", text)
         if data.skipped:  # rows with an empty prompt or answer
             yield LogMessage(start_step, "warning", data.skipped)

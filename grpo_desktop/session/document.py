@@ -186,6 +186,7 @@ def document_from_data(data: Any, path: str, file: str) -> SessionDocument:
         run=data.get("run") or RUN_DIR,
         trained=bool(data.get("trained")),
     )
+    check_run_inside(doc, file)
     if doc.trained and not os.path.isdir(doc.run_dir):
         raise SessionError(
             f"The session's run folder is missing: {doc.run_dir}. It holds the history and the "
@@ -193,6 +194,26 @@ def document_from_data(data: Any, path: str, file: str) -> SessionDocument:
             "folder, not only session.json)."
         )
     return doc
+
+
+def check_run_inside(doc: SessionDocument, file: str | None = None) -> None:
+    """Refuse a run folder that is not inside the session folder (an absolute path, `../..`,
+    a symlink out): training deletes and writes files there. Raises SessionError."""
+    root = os.path.realpath(doc.path)
+    real = os.path.realpath(os.path.join(doc.path, doc.run))
+    try:
+        inside = os.path.commonpath([root, real]) == root and real != root
+    except ValueError:  # another drive
+        inside = False
+    if inside and not os.path.isabs(doc.run):
+        return
+    raise SessionError(
+        f"{file or os.path.join(doc.path, SESSION_FILE)}: its run folder {doc.run!r} is not "
+        f"inside the session folder (it is {real}). Training deletes and writes files in the run "
+        "folder, so a session may only use one inside its own folder; nothing was opened or "
+        f'changed. If you trust this session, set "run" to "{RUN_DIR}" in its session.json and '
+        "put its run folder there."
+    )
 
 
 def _is_number(value: Any) -> bool:

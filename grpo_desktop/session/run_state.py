@@ -11,7 +11,11 @@ app or the computer died) — its last logged step and the step of its newest wh
 - a completed run continues only when the settings now ask for more steps than it ran;
 - a run that never logged a step (e.g. a wrong model path) has nothing to continue.
 
-`clear_run(run_dir)` removes a run's events, config and checkpoints before a fresh start.
+A checkpoint that is cut short or damaged does not count: Continue picks up from the newest whole
+one, and `describe` says which was skipped and why (the engine checks again when it resumes).
+
+`clear_run(run_dir)` removes what a run wrote (its events, config, checkpoints and temporary
+files, by the names the trainer gives them) before a fresh start, and nothing else.
 Pure Python: no Qt, no torch.
 """
 
@@ -19,10 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
+import re
 from dataclasses import dataclass
 
-from grpo_desktop.engine.run_layout import checkpoints_dir, list_checkpoints
+from grpo_desktop.engine.run_layout import intact_checkpoints, remove_checkpoints
 from grpo_desktop.session.history import RunHistory
 
 NONE, COMPLETED, STOPPED, FAILED, INTERRUPTED = (
@@ -32,7 +36,8 @@ NONE, COMPLETED, STOPPED, FAILED, INTERRUPTED = (
     "failed",
     "interrupted",
 )
-RUN_FILES = ("events.jsonl", "config.json")
+RUN_FILES = ("events.jsonl", "config.json", "config.json.tmp")
+_EVENTS_TEMPORARY = re.compile(r"\.events-[A-Za-z0-9_]+")  # events.truncate_events_after
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class RunState:
     last_step: int  # the last step logged
     total_steps: int  # the steps the run was going for
     checkpoint_step: int  # the newest whole checkpoint's step, 0 when there is none
+    damaged: tuple[str, ...] = ()  # newer checkpoints that are not whole: "step 40 (file: why)"
 
     @property
     def has_steps(self) -> bool:
@@ -55,10 +61,12 @@ def run_state(history: RunHistory, run_dir: str | None) -> RunState:
         status = INTERRUPTED
     else:
         status = str(history.finished.get("status") or FAILED)
-    saved = list_checkpoints(run_dir) if run_dir else []
+    whole, broken = intact_checkpoints(run_dir) if run_dir else ([], [])
     # A checkpoint past the log's end belongs to steps the log lost (a torn write): ignore it.
-    saved = [s for s, _ in saved if s <= history.last_step]
-    return RunState(status, history.last_step, history.total_steps, saved[-1] if saved else 0)
+    saved = [s for s, _ in whole if s <= history.last_step]
+    newest = saved[-1] if saved else 0
+    damaged = tuple(f"step {s} ({why})" for s, _, why in broken if newest < s <= history.last_step)
+    return RunState(status, history.last_step, history.total_steps, newest, damaged)
 
 
 def can_continue(state: RunState, max_steps: int) -> bool:
@@ -87,6 +95,13 @@ def describe(state: RunState, max_steps: int) -> str:
     if not can_continue(state, max_steps):
         return where + "."
     ckpt, last = state.checkpoint_step, state.last_step
+    if state.damaged and not ckpt:
+        return (
+            f"{where}. Its checkpoints are damaged ({'; '.join(state.damaged)}), so it cannot "
+            "be continued: Start Over trains it again from step 0."
+        )
+    if state.damaged:
+        where += f". The newer checkpoint of {', '.join(state.damaged)} is damaged and is skipped"
     if ckpt:
         again = ""
         if last == ckpt + 1:
@@ -102,8 +117,13 @@ def describe(state: RunState, max_steps: int) -> str:
 
 
 def clear_run(run_dir: str) -> None:
-    """Remove what a run wrote (events, config, checkpoints) so a fresh run starts clean."""
+    """Remove what a run wrote (events, config, checkpoints, temporary files) so a fresh run
+    starts clean. Files the trainer does not write, and folders holding them, stay."""
     for name in RUN_FILES:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
             os.remove(os.path.join(run_dir, name))
-    shutil.rmtree(checkpoints_dir(run_dir), ignore_errors=True)
+    with contextlib.suppress(OSError):
+        for name in os.listdir(run_dir):
+            if _EVENTS_TEMPORARY.fullmatch(name):
+                os.remove(os.path.join(run_dir, name))
+    remove_checkpoints(run_dir)

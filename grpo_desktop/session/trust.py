@@ -1,9 +1,16 @@
-"""Which custom-checker code this user has agreed to run, remembered by content hash.
+"""Which code from files this user has agreed to run, remembered by content hash.
 
-A session's checker is Python that runs with the user's permissions. Code the user typed in this
-app is trusted as they type it; code that arrives inside a session from elsewhere is shown and
-must be accepted first (GUI) or allowed with `--trust-checker` (CLI). The choice is remembered as
-the SHA-256 of the exact source, so any change to the code asks again.
+Two settings make the app run Python that came in a file, and both go through this one decision:
+- the custom checker (`rewards.custom_checker`). Code the user typed in this app is trusted as
+  they type it; code that arrives inside a session or settings file from elsewhere is shown and
+  must be accepted first (GUI) or allowed with `--trust-checker` (CLI). Remembered as the SHA-256
+  of the exact source;
+- a model's own code (`model.trust_remote_code`: the `.py` files beside a model or tokenizer,
+  a checkpoint's included). It must be accepted in the app's trust question or allowed with
+  `--trust-remote-code`. Remembered by the fingerprint of that folder's code and the setting
+  (engine/remote_code.py), so other or changed code asks again. `permission` turns the decision
+  into the `RemoteCodePermission` the engine's loaders require.
+Any change to the code asks again.
 
 Stored as JSON in the user's config folder (GRPO_DESKTOP_CONFIG_DIR, else XDG_CONFIG_HOME or
 ~/.config, then grpo-desktop/trusted_checkers.json). Pure Python.
@@ -15,7 +22,10 @@ import hashlib
 import json
 import os
 
+from grpo_desktop.engine.remote_code import ModelCode, RemoteCodePermission, permission_for
 from grpo_desktop.session.fsio import atomic_write_text
+
+CHECKERS, MODEL_CODE = "sha256", "model_code"
 
 
 def config_dir() -> str:
@@ -34,13 +44,20 @@ class TrustStore:
     def __init__(self, path: str | None = None):
         self.path = path or os.path.join(config_dir(), "trusted_checkers.json")
 
-    def _load(self) -> set[str]:
+    def _load(self, key: str = CHECKERS) -> set[str]:
         try:
             with open(self.path, encoding="utf-8") as fh:
                 data = json.load(fh)
-            return {h for h in data.get("sha256", []) if isinstance(h, str)}
-        except (OSError, ValueError, AttributeError):
+            return {h for h in data.get(key, []) if isinstance(h, str)}
+        except (OSError, ValueError, AttributeError, TypeError):
             return set()  # missing or damaged: nothing trusted, ask again
+
+    def _add(self, key: str, hashes: set[str]) -> None:
+        stored = {k: self._load(k) for k in (CHECKERS, MODEL_CODE)}
+        stored[key] |= hashes
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        text = json.dumps({k: sorted(v) for k, v in stored.items()}, indent=1)
+        atomic_write_text(self.path, text)
 
     def is_trusted(self, source: str) -> bool:
         """Empty code needs no trust; anything else must have been accepted before."""
@@ -49,7 +66,18 @@ class TrustStore:
     def trust(self, source: str) -> None:
         if not source.strip():
             return
-        hashes = self._load()
-        hashes.add(source_hash(source))
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        atomic_write_text(self.path, json.dumps({"sha256": sorted(hashes)}, indent=1))
+        self._add(CHECKERS, {source_hash(source)})
+
+    def untrusted_code(self, codes: list[ModelCode]) -> list[ModelCode]:
+        """The model code among `codes` not accepted before."""
+        trusted = self._load(MODEL_CODE)
+        return [c for c in codes if c.fingerprint not in trusted]
+
+    def trust_code(self, codes: list[ModelCode]) -> None:
+        """The user read (or allowed) this model code: remember it by fingerprint."""
+        if codes:
+            self._add(MODEL_CODE, {c.fingerprint for c in codes})
+
+    def permission(self, codes: list[ModelCode]) -> RemoteCodePermission | None:
+        """The permission for the engine's loaders when all of `codes` is trusted, else None."""
+        return None if self.untrusted_code(codes) else permission_for(codes)
