@@ -34,7 +34,15 @@ class RewardsConfig:
         label="Answer extraction",
         choices=("auto", "answer_tag", "boxed", "last_number"),
         help="Where the final answer is read from: auto tries the answer tags, then \\boxed{}, then "
-        "the last number in the text.",
+        "a final-answer sentence ('The answer is 18'), then the last number in the text.",
+    )
+    answer_checker: str = option(
+        "strict",
+        label="Answer checker",
+        choices=("strict", "lenient"),
+        help="strict scores one final answer: an answer that hedges ('16 or 18', two boxes, a "
+        "list of numbers) scores 0, so the model cannot win by guessing several values. lenient "
+        "takes the last value it finds and so rewards hedging; use it only to watch that happen.",
     )
     think_tag: str = option(
         "think",

@@ -47,8 +47,8 @@ from grpo_desktop.engine.events import (
 )
 from grpo_desktop.engine.loss import advantage_histogram, group_has_spread
 from grpo_desktop.engine.modeling import Policy, load_policy
-from grpo_desktop.engine.rewards import RewardSet
 from grpo_desktop.engine.remote_code import RemoteCodePermission
+from grpo_desktop.engine.rewards import RewardSet
 from grpo_desktop.engine.rollout import overlong_prompts
 from grpo_desktop.engine.step import grpo_step, sample_groups, select_groups
 
@@ -88,8 +88,8 @@ class _EventLog:
     def __init__(self, run_dir: str | None):
         self.run_dir = run_dir
         self.fh = None
-
         self.failed = False
+
     def write(self, event: Event, sync: bool = False) -> Event:
         if not self.run_dir:
             return event
@@ -141,16 +141,16 @@ def train(
     *,
     run_dir: str | None = None,
     resume: bool = False,
-) -> Iterator[Event]:
     remote_code: RemoteCodePermission | None = None,
+) -> Iterator[Event]:
     """Run GRPO as `config` says, yielding events. See the module docstring. `remote_code` is
     the permission to run the model's own code (engine/remote_code.py), from whoever asked."""
     control = control or TrainControl()
     log = _EventLog(run_dir)
     state = {"step": 0, "t0": time.time()}
     run = _Run(config, control, run_dir, resume, state)
-    try:
     run.remote_code = remote_code
+    try:
         for event in run.events():
             yield log.write(event, sync=isinstance(event, CheckpointSaved))
     except UserError as exc:
@@ -162,11 +162,11 @@ def train(
         )
         yield log.write(_finished("failed", state, msg, str(exc)), sync=True)
     except Exception as exc:  # a bug: report it with its traceback, keep the app alive
-        msg = f"Training failed with an internal error: {type(exc).__name__}: {exc}"
-        yield log.write(_finished("failed", state, msg, traceback.format_exc()), sync=True)
         if run_dir and ckpt.is_disk_full(exc, run_dir):  # not a bug: events.jsonl, config.json
             yield log.write(_finished("failed", state, str(ckpt.disk_full_error(run_dir)), None))
             return
+        msg = f"Training failed with an internal error: {type(exc).__name__}: {exc}"
+        yield log.write(_finished("failed", state, msg, traceback.format_exc()), sync=True)
     finally:
         log.close()
         run.close()
@@ -190,11 +190,11 @@ class _Run:
         self.policy: Policy | None = None
         self.rewards: RewardSet | None = None
         self.hinted: dict[str, int] = {}
+        self.remote_code: RemoteCodePermission | None = None
+        self.notes: list[str] = []  # warnings for the log once the run has started
 
     def close(self) -> None:
         if self.rewards is not None:
-        self.remote_code: RemoteCodePermission | None = None
-        self.notes: list[str] = []  # warnings for the log once the run has started
             self.rewards.close()
         self.policy = None
         gc.collect()
