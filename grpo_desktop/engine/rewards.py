@@ -4,19 +4,24 @@ Each function follows TRL's convention (`fn(completions, **columns) -> list[floa
 value per completion, None = could not score). `RewardSet` combines the functions that have a
 positive weight, keeps every function's raw column, and sums the weighted values that exist.
 
-Accuracy reads the final answer from `<answer>` tags, `\\boxed{}` or the last number, compares plain
-numbers with a relative tolerance, and everything else (fractions, LaTeX, expressions) with
-math-verify. math-verify guards slow comparisons (9^{9^{9^9}}) with signal.alarm, which only works
-in the main thread; in any other thread (the GUI's training QThread) its comparisons run in a
-helper process (checker.CheckerProcess) whose calls are killed after `MATH_VERIFY_TIMEOUT_S`.
+Accuracy finds the final answer with engine.answers (answer tag, else \\boxed{}, else the
+final-answer sentence, else the last value) and reads values with engine.answer_values. The
+strict checker (the default) scores one final answer: a hedge ("17 or 18", two boxes, a list)
+scores 0 with the reason "several answers: 17, 18"; the lenient one takes the last value (the
+sloppy checker the lessons warn about, kept to show hedging win). Numbers compare exactly when
+the reference is an integer, else with a relative tolerance; everything else (LaTeX, expressions,
+sets) with math-verify. math-verify guards slow comparisons (9^{9^{9^9}}) with signal.alarm,
+which only works in the main thread; in any other thread (the GUI's training QThread) its
+comparisons run in a helper process (checker.CheckerProcess) whose calls are killed after
+`MATH_VERIFY_TIMEOUT_S`.
 
 What this does not do: strip a `<think>` the chat template already opened in the prompt. Completions
 are judged as generated; with such a template, the format reward asks for the whole structure.
 Imports neither torch nor math-verify at module level.
 
 Try it:
-    python -c "from grpo_desktop.engine.rewards import accuracy_reward as a; \
-print(a(['<think>2*2</think><answer>4</answer>', 'so 5'], ['4', '4']))"
+    python -c "from grpo_desktop.engine.rewards import accuracy_verdicts as a; \\
+print(a(['<think>2*2</think><answer>4</answer>', 'It is 3 or 4.'], ['4', '4']))"
 """
 
 from __future__ import annotations
@@ -25,134 +30,36 @@ import math
 import re
 import threading
 from dataclasses import dataclass, field
-from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
+from grpo_desktop.engine.answer_values import Value, normalise_text, quick_compare
+from grpo_desktop.engine.answers import (
+    MODES,
+    Reading,
+    read_answer,
+    read_reference,
+    region_values,
+    set_elements,
+)
 from grpo_desktop.engine.checker import CheckerProcess
 from grpo_desktop.engine.config import RewardsConfig
 
-MODES = ("auto", "answer_tag", "boxed", "last_number")
+CHECKERS = ("strict", "lenient")
 MATH_VERIFY_TIMEOUT_S = 10.0  # per comparison, helper process only (math-verify's own limit is 5 s)
-_MAX_MATH_LEN = 1000  # longer answers are compared as text only
-
-# A number not glued to a preceding ASCII letter, digit or dot (so "x2" and "3-5" give no "-5").
-_NUMBER_IN_TEXT = re.compile(
-    r"(?<![A-Za-z0-9_.])-?(?:(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+)(?:\.\d+)?|\.\d+)"
-)
-_PLAIN_NUMBER = re.compile(  # exponents stay small: Fraction("1e999999999") would never finish
-    r"[+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d{1,3})?"
-)
-_BRACES = re.compile(r"\\boxed\{|\{|\}")
-_WORD = re.compile(r"[A-Za-z]+")
 
 
-# ---------------------------------------------------------------- extraction
-
-
-def _last_tag_content(text: str, tag: str) -> str | None:
-    """Content of the last non-empty <tag>…</tag>; linear time even on degenerate repetitions."""
-    opening, closing = f"<{tag}>", f"</{tag}>"
-    end = len(text)
-    while (close := text.rfind(closing, 0, end)) != -1:
-        start = text.rfind(opening, 0, close)
-        if start == -1:
-            return None
-        content = text[start + len(opening) : close].strip()
-        if content:
-            return content
-        end = start
-    return None
-
-
-def _last_boxed(text: str) -> str | None:
-    """Content of the last closed, non-empty \\boxed{...} (nested braces allowed), in one pass."""
-    found, stack = None, []  # stack: per open brace, where its boxed content starts (or -1)
-    for m in _BRACES.finditer(text):
-        if m.group() != "}":
-            stack.append(m.end() if m.group() != "{" else -1)
-        elif stack and (start := stack.pop()) >= 0:
-            found = text[start : m.start()].strip() or found
-    return found
-
-
-def _last_number(text: str) -> str | None:
-    found = _NUMBER_IN_TEXT.findall(text)
-    return found[-1] if found else None
-
-
-def extract_answer(text: str, mode: str = "auto", answer_tag: str = "answer") -> str | None:
-    """The final answer in a completion, or None when nothing is found.
-
-    auto: the last non-empty <answer>…</answer> (a \\boxed{} inside it is unwrapped), else the last
-    \\boxed{…}, else the last number (ints, decimals, negatives, 1,234 style).
-    """
-    if mode not in MODES:
-        raise ValueError(f"unknown answer extraction mode {mode!r}; choose one of {MODES}")
-    if mode in ("auto", "answer_tag"):
-        tagged = _last_tag_content(text, answer_tag)
-        if tagged is not None:
-            return _last_boxed(tagged) or tagged
-        if mode == "answer_tag":
-            return None
-    if mode in ("auto", "boxed"):
-        boxed = _last_boxed(text)
-        if boxed is not None or mode == "boxed":
-            return boxed
-    return _last_number(text)
-
-
-# ---------------------------------------------------------------- comparison
-
-
-def _normalise(s: str) -> str:
-    """Whitespace removed; $…$, a leading $ (currency) and a trailing . or % dropped."""
-    s = s.strip()
-    if len(s) >= 2 and s.startswith("$") and s.endswith("$"):
-        s = s.strip("$")
-    s = s.removeprefix("\\$").removeprefix("$").rstrip(".").removesuffix("\\%").removesuffix("%")
-    return re.sub(r"\s+", "", s)
-
-
-def _as_number(s: str) -> Fraction | None:
-    if not _PLAIN_NUMBER.fullmatch(s):
-        return None
-    try:
-        return Fraction(s.replace(",", ""))
-    except ValueError:  # more digits than int() accepts (4300)
-        return None
-
-
-def _quick_match(predicted: str | None, reference: str, tolerance: float) -> bool | None:
-    """Decide cheaply when possible; None means "ask math-verify"."""
-    if predicted is None or not predicted.strip():
-        return False
-    p, r = _normalise(predicted), _normalise(reference)
-    if p == r:
-        return True
-    a, b = _as_number(p), _as_number(r)
-    if a is not None and b is not None:
-        tol = Fraction(tolerance)
-        return abs(a) <= tol if b == 0 else abs(a - b) <= tol * abs(b)
-    if _WORD.fullmatch(p) and _WORD.fullmatch(r):  # math-verify would read "yes" as y*e*s
-        return p.lower() == r.lower()
-    if len(predicted) > _MAX_MATH_LEN or len(reference) > _MAX_MATH_LEN:
-        return False
-    return None
-
-
-def _latex(s: str) -> str:
-    s = s.strip()
-    return s if "$" in s or "\\boxed" in s else f"${s}$"
+# ---------------------------------------------------------------- math-verify
 
 
 @lru_cache(maxsize=4096)
 def _math_verify_equal(predicted: str, reference: str) -> bool:
-    """math-verify's verdict (reference is the gold side). Main thread only: uses signal.alarm."""
+    """math-verify's verdict on two $…$ strings (reference is the gold side). Main thread only:
+    uses signal.alarm."""
     from math_verify import parse, verify
 
     try:
-        gold, target = parse(_latex(reference)), parse(_latex(predicted))
+        gold, target = parse(reference), parse(predicted)
         return bool(gold and target and verify(gold, target))
     except Exception:
         return False
@@ -168,9 +75,10 @@ _verifier: CheckerProcess | None = None
 _verifier_lock = threading.Lock()
 
 
-def _math_verify_many(pairs: list[tuple[str, str]]) -> list[bool]:
+def _math_verify_many(pairs: list[tuple[str, str]]) -> list[tuple[bool, str | None]]:
+    """(equal, error) per pair; a timeout or crash of the helper process is not equal."""
     if threading.current_thread() is threading.main_thread():
-        return [_math_verify_equal(p, r) for p, r in pairs]
+        return [(_math_verify_equal(p, r), None) for p, r in pairs]
     global _verifier
     with _verifier_lock:  # one helper process for all threads, started on first use
         if _verifier is None:
@@ -180,27 +88,123 @@ def _math_verify_many(pairs: list[tuple[str, str]]) -> list[bool]:
         results = _verifier.check_many(
             [p for p, _ in pairs], [r for _, r in pairs], [""] * len(pairs)
         )
-    return [res.value == 1.0 for res in results]  # a timeout or crash counts as no match
+    return [(res.value == 1.0, res.error) for res in results]
 
 
-def _match_many(pairs: list[tuple[str | None, str]], tolerance: float) -> list[bool]:
-    out = [_quick_match(p, r, tolerance) for p, r in pairs]
-    pending = sorted({(p, r) for (p, r), o in zip(pairs, out) if o is None})
-    verdicts = dict(zip(pending, _math_verify_many(pending))) if pending else {}
-    return [o if o is not None else verdicts[pair] for pair, o in zip(pairs, out)]
+# ---------------------------------------------------------------- verdicts
 
 
-def answers_match(predicted: str | None, reference: str, tolerance: float = 1e-6) -> bool:
-    """Whether a predicted answer equals the reference.
+@dataclass(frozen=True)
+class AccuracyVerdict:
+    """One completion's accuracy: its score (None: no reference to compare with), the answer
+    it was judged on, and why it scored 0 when that is worth telling (else None)."""
 
-    Plain numbers (commas, a leading $ and a trailing % or . ignored): relative tolerance, absolute
-    when the reference is 0. Otherwise equal text (whitespace ignored, and case for plain words) or
-    math-verify ("\\frac{1}{2}" equals "0.5"); when math-verify fails or times out: no match.
-    """
-    return _match_many([(predicted, reference)], tolerance)[0]
+    score: float | None
+    extracted: str | None
+    reason: str | None = None
 
 
-# ---------------------------------------------------------------- reward functions
+@dataclass(frozen=True)
+class _Pending:  # a comparison only math-verify can decide
+    pair: tuple[str, str]
+    extracted: str
+
+
+def _listing(values: list[Value], limit: int = 5) -> str:
+    shown = ", ".join(v.text if len(v.text) <= 40 else v.text[:37] + "..." for v in values[:limit])
+    return shown + (f" (and {len(values) - limit} more)" if len(values) > limit else "")
+
+
+def _match_all(found: list[Value], items: tuple[Value, ...], tolerance: float) -> bool | None:
+    """Whether the values are the reference's list (any order), if decidable without math-verify."""
+    if len(found) != len(items):
+        return False
+    left = list(items)
+    for v in found:
+        for k, item in enumerate(left):
+            same = quick_compare(v, item, tolerance)
+            if same is None:
+                return None
+            if same:
+                del left[k]
+                break
+        else:
+            return False
+    return True
+
+
+def _plan(
+    reading: Reading, refs: tuple[Value, ...], tolerance: float, checker: str
+) -> AccuracyVerdict | _Pending:
+    found = reading.distinct()
+    if not refs:
+        return AccuracyVerdict(None, None, None)
+    if not found:
+        return AccuracyVerdict(0.0, None, "no final answer found")
+    if len(refs) > 1:  # the reference is a list or set: the answer must be the same list
+        extracted = ", ".join(v.text for v in found)
+        if len(found) == 1 and (elements := set_elements(found[0])):
+            found = elements  # "\\{3, 2, 1\\}" for the list "1, 2, 3"
+        same = _match_all(found, refs, tolerance) if len(found) > 1 else None
+        if same is None and len(found) == 1 and found[0].number is not None:
+            same = False
+        if same is not None:
+            return AccuracyVerdict(float(same), extracted, None)
+        joined = (", ".join(v.text for v in found), ", ".join(v.text for v in refs))
+        return _Pending(("$" + joined[0] + "$", "$" + joined[1] + "$"), extracted)
+    if len(found) > 1 and checker == "strict":
+        return AccuracyVerdict(0.0, None, f"several answers: {_listing(found)}")
+    predicted = reading.values[-1] if len(found) > 1 else found[0]
+    same = quick_compare(predicted, refs[0], tolerance)
+    if same is not None:
+        return AccuracyVerdict(float(same), predicted.text, None)
+    return _Pending((predicted.latex, refs[0].latex), predicted.text)
+
+
+def _decide(plans: list[AccuracyVerdict | _Pending]) -> list[AccuracyVerdict]:
+    pending = sorted({p.pair for p in plans if isinstance(p, _Pending)})
+    decided = dict(zip(pending, _math_verify_many(pending))) if pending else {}
+    out = []
+    for p in plans:
+        if isinstance(p, _Pending):
+            equal, error = decided[p.pair]
+            reason = f"could not compare with math-verify ({error})" if error else None
+            out.append(AccuracyVerdict(float(equal), p.extracted, reason))
+        else:
+            out.append(p)
+    return out
+
+
+def _check_choice(mode: str, checker: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"unknown answer extraction mode {mode!r}; choose one of {MODES}")
+    if checker not in CHECKERS:
+        raise ValueError(f"unknown answer checker {checker!r}; choose one of {CHECKERS}")
+
+
+def accuracy_verdicts(
+    completions: list[str],
+    answer: list[str],
+    *,
+    mode: str = "auto",
+    answer_tag: str = "answer",
+    think_tag: str = "think",
+    tolerance: float = 1e-6,
+    checker: str = "strict",
+) -> list[AccuracyVerdict]:
+    """Score, extracted answer and reason per completion (see AccuracyVerdict).
+
+    strict: several different values in the final answer region score 0 ("several answers: …");
+    lenient: the last of them is compared. An empty reference cannot score (None)."""
+    if len(completions) != len(answer):
+        raise ValueError(f"{len(completions)} completions but {len(answer)} answers")
+    _check_choice(mode, checker)
+    plans: list[AccuracyVerdict | _Pending] = []
+    for completion, reference in zip(completions, answer):
+        refs = read_reference("" if reference is None else str(reference))
+        reading = read_answer(completion, mode, answer_tag, think_tag) if refs else Reading(())
+        plans.append(_plan(reading, refs, tolerance, checker))
+    return _decide(plans)
 
 
 def accuracy_reward(
@@ -209,16 +213,51 @@ def accuracy_reward(
     *,
     mode: str = "auto",
     answer_tag: str = "answer",
+    think_tag: str = "think",
     tolerance: float = 1e-6,
+    checker: str = "strict",
     **kwargs: Any,
 ) -> list[float | None]:
-    """1.0 correct, 0.0 wrong or no answer found; None when the reference answer is empty."""
-    if len(completions) != len(answer):
-        raise ValueError(f"{len(completions)} completions but {len(answer)} answers")
-    refs = ["" if a is None else str(a).strip() for a in answer]
-    pairs = [(extract_answer(c, mode, answer_tag), r) for c, r in zip(completions, refs) if r]
-    verdicts = iter(_match_many(pairs, tolerance))
-    return [float(next(verdicts)) if r else None for r in refs]
+    """1.0 correct, 0.0 wrong, hedged or no answer found; None when the reference is empty."""
+    verdicts = accuracy_verdicts(
+        completions,
+        answer,
+        mode=mode,
+        answer_tag=answer_tag,
+        think_tag=think_tag,
+        tolerance=tolerance,
+        checker=checker,
+    )
+    return [v.score for v in verdicts]
+
+
+def extract_answer(
+    text: str, mode: str = "auto", answer_tag: str = "answer", checker: str = "strict"
+) -> str | None:
+    """The final answer a checker would judge, as text; None when none is found or (strict)
+    when the final answer region holds several different values."""
+    _check_choice(mode, checker)
+    reading = read_answer(text, mode, answer_tag)
+    found = reading.distinct()
+    if len(found) == 1:
+        return found[0].text
+    return reading.values[-1].text if found and checker == "lenient" else None
+
+
+def answers_match(predicted: str | None, reference: str, tolerance: float = 1e-6) -> bool:
+    """Whether an answer ("18 dollars", "\\frac{1}{2}", "x+1") equals the reference.
+
+    Numbers: exactly when the reference is an integer, else within the relative tolerance.
+    Otherwise equal text (whitespace ignored, and case for plain words) or math-verify
+    ("\\frac{1}{2}" equals "0.5"); when math-verify fails or times out: no match."""
+    if predicted is None or not str(predicted).strip():
+        return False
+    values = tuple(region_values(normalise_text(str(predicted))))
+    plan = _plan(Reading(values), read_reference(reference), tolerance, "strict")
+    return _decide([plan])[0].score == 1.0
+
+
+# ---------------------------------------------------------------- reward functions
 
 
 def format_reward(
@@ -289,14 +328,23 @@ class RewardSet:
         cfg, n = self.cfg, len(completions)
         values: dict[str, list[float | None]] = {}
         errors: list[str | None] = [None] * n
+        extracted: list[str | None] = [None] * n
+        reasons: list[dict[str, str]] = [{} for _ in range(n)]
         if "accuracy" in self.weights:
-            values["accuracy"] = accuracy_reward(
+            verdicts = accuracy_verdicts(
                 completions,
                 answers,
                 mode=cfg.answer_extraction,
                 answer_tag=cfg.answer_tag,
+                think_tag=cfg.think_tag,
                 tolerance=cfg.numeric_tolerance,
+                checker=cfg.answer_checker,
             )
+            values["accuracy"] = [v.score for v in verdicts]
+            extracted = [v.extracted for v in verdicts]
+            for why, v in zip(reasons, verdicts):
+                if v.reason:
+                    why["accuracy"] = v.reason
         if "format" in self.weights:
             values["format"] = format_reward(
                 completions, think_tag=cfg.think_tag, answer_tag=cfg.answer_tag
@@ -305,7 +353,8 @@ class RewardSet:
             results = self._checker.check_many(completions, answers, prompts)
             values["custom"] = [r.value for r in results]
             errors = [r.error for r in results]
-        return RewardBatch(list(self.names), values, self._totals(values, n), errors)
+        totals = self._totals(values, n)
+        return RewardBatch(list(self.names), values, totals, errors, extracted, reasons)
 
     def _totals(self, values: dict[str, list[float | None]], n: int) -> list[float | None]:
         totals: list[float | None] = []
