@@ -78,6 +78,15 @@ def test_validate_catches_wrong_types_and_choices():
     assert any("whole number" in m for m in msgs)
 
 
+def test_answer_checker_is_strict_by_default_and_round_trips():
+    assert TrainConfig().rewards.answer_checker == "strict"
+    lenient = TrainConfig().replace(rewards={"answer_checker": "lenient"})
+    assert validate(lenient) == []
+    assert TrainConfig.from_json(lenient.to_json()).rewards.answer_checker == "lenient"
+    msgs = validate(TrainConfig().replace(rewards={"answer_checker": "sloppy"}))
+    assert any("'sloppy'" in m and "strict, lenient" in m for m in msgs)
+
+
 def test_validate_cross_field_rules():
     assert any(
         "needs LoRA" in m

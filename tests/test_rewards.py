@@ -96,11 +96,12 @@ def faulty():
     ("text", "expected"),
     [
         ("<think>7*6</think><answer> 42 </answer>", "42"),
-        ("<answer>1</answer> then <answer>2</answer>", "2"),  # the last one
+        ("<answer>1</answer> then <answer>2</answer>", None),  # two answers: no one answer
+        ("<answer>2</answer> then <answer>2.0</answer>", "2"),  # the same value twice is one
         ("<answer>3</answer><answer>  </answer>", "3"),  # empty tags are skipped
         ("<answer>\\boxed{7}</answer>", "7"),  # boxed inside the tag is unwrapped
         ("so \\boxed{\\frac{1}{\\sqrt{2}}} done", "\\frac{1}{\\sqrt{2}}"),  # nested braces
-        ("\\boxed{1} and later \\boxed{2}", "2"),
+        ("\\boxed{1} and later \\boxed{2}", None),
         ("\\boxed{5} then an unclosed \\boxed{6", "5"),
         ("<answer>x+1</answer> \\boxed{9} 10", "x+1"),  # tag beats boxed beats number
         ("\\boxed{9} 10", "9"),
@@ -108,6 +109,7 @@ def faulty():
         ("the result is -7.", "-7"),
         ("it costs 3.50 dollars", "3.50"),
         ("population 1,234,567 people", "1,234,567"),
+        ("The answer is 18. Each of the 9 eggs sells at 2 dollars.", "18"),  # final sentence
         ("a range 3-5", "5"),  # a minus after a digit is subtraction, not a sign
         ("x2 and y3", None),  # digits glued to a letter are names, not numbers
         ("it is 5km away", "5"),
@@ -118,6 +120,15 @@ def faulty():
 )
 def test_extract_answer_auto(text, expected):
     assert extract_answer(text) == expected
+
+
+def test_extract_answer_lenient_takes_the_last_value():
+    assert extract_answer("<answer>1</answer> then <answer>2</answer>", checker="lenient") == "2"
+    assert extract_answer("\\boxed{1} and later \\boxed{2}", checker="lenient") == "2"
+    assert extract_answer("It is 16 or 17 or 18.", checker="lenient") == "18"
+    assert extract_answer("It is 16 or 17 or 18.") is None
+    with pytest.raises(ValueError, match="unknown answer checker"):
+        extract_answer("4", checker="sloppy")
 
 
 def test_extract_answer_modes_and_custom_tag():
@@ -136,10 +147,13 @@ def test_extract_answer_modes_and_custom_tag():
     [
         ("42", "42", 1e-6, True),
         ("1,234", "1234", 1e-6, True),
-        ("1234.0000001", "1234", 1e-6, True),  # |Δ| = 1e-7 ≤ 1e-6 · 1234
-        ("1234.01", "1234", 1e-6, False),  # |Δ| = 0.01 > 1.2e-3
-        ("1234.01", "1234", 1e-4, True),  # 0.01 ≤ 0.1234
-        ("0.0000001", "0", 1e-6, True),  # reference 0: absolute tolerance
+        ("1234.0000001", "1234", 1e-6, False),  # an integer reference compares exactly
+        ("1000001", "1000000", 1e-6, False),  # (the tolerance used to accept this)
+        ("1234.00", "1234", 1e-6, True),  # the same integer written with decimals
+        ("1234.5000001", "1234.5", 1e-6, True),  # |Δ| = 1e-7 ≤ 1e-6 · 1234.5
+        ("1234.51", "1234.5", 1e-6, False),  # |Δ| = 0.01 > 1.2e-3
+        ("1234.51", "1234.5", 1e-4, True),  # 0.01 ≤ 0.12345
+        ("0.0000001", "0", 1e-6, False),  # reference 0 is an integer: exactly
         ("0.01", "0", 1e-6, False),
         ("-3", "3", 1e-6, False),
         ("$18", "18", 1e-6, True),
