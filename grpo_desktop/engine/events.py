@@ -214,6 +214,20 @@ def read_events(path: str) -> list[Event]:
     return events
 
 
+def bad_line_message(path: str, offset: int, exc: Exception) -> str:
+    """What is wrong with the events.jsonl line that starts at byte `offset` of `path`, with its
+    real line number (json's own message counts lines within the one line), for an error."""
+    with open(path, "rb") as fh:
+        number = fh.read(offset).count(b"\n") + 1
+    if isinstance(exc, json.JSONDecodeError):
+        what = f"not valid JSON at column {exc.colno}: {exc.msg}"
+    elif isinstance(exc, UnicodeDecodeError):
+        what = "not UTF-8 text"
+    else:
+        what = f"not a valid event: {exc}"
+    return f"line {number} is {what}; delete or repair that line in a text editor"
+
+
 def event_step(data: dict[str, Any]) -> int:
     """The step an event belongs to (run_started: the step it starts after)."""
     if data.get("type") == "run_started":

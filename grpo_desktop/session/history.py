@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from grpo_desktop.engine.events import Event, event_from_dict, rows_with_prompts
+from grpo_desktop.engine.events import Event, bad_line_message, event_from_dict, rows_with_prompts
 from grpo_desktop.session.rollouts import DEFAULT_MAX_ROWS, RolloutStore
 
 # The order metrics come in CSV exports; any others follow alphabetically.
@@ -381,7 +381,7 @@ class RunHistory:
                         data = json.loads(line)
                         event_from_dict(data)  # validates the type and fields
                     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-                        raise ValueError(_bad_line(path, offset, line, exc)) from None
+                        raise ValueError(bad_line_message(path, offset, exc)) from None
                     self.append(data)
                     if data.get("type") == "rollouts":
                         self.rollouts.index_line(int(data["step"]), offset)
@@ -406,20 +406,6 @@ class RunHistory:
                     [int(step), _cell(elapsed[i]), *(_cell(c[i]) for c in columns)]
                     + [_cell(ev.get("accuracy")), _cell(ev.get("format_rate"))]
                 )
-
-
-def _bad_line(path: str, offset: int, line: bytes, exc: Exception) -> str:
-    """What is wrong with the events.jsonl `line` that starts at byte `offset` of `path`: its
-    real line number (json's own message counts within the one line) and the problem."""
-    with open(path, "rb") as fh:
-        number = fh.read(offset).count(b"\n") + 1
-    if isinstance(exc, json.JSONDecodeError):
-        what = f"not valid JSON at column {exc.colno}: {exc.msg}"
-    elif isinstance(exc, UnicodeDecodeError):
-        what = "not UTF-8 text"
-    else:
-        what = f"not a valid event: {exc}"
-    return f"line {number} is {what}; delete or repair that line in a text editor"
 
 
 def _cell(value: Any) -> str:
