@@ -249,6 +249,8 @@ class MainWindow(QMainWindow):
             self.docks["reward"].raise_()
             return False
         resume = not fresh and self.model.can_continue()
+        if not self.session.check_model_code(self.model.doc.path, resume):
+            return False  # the model's own code stays off: nothing that would run it starts
         state = self.model.run_state()
         if not resume and state.has_steps:
             answer = self.session.ask_start_over(state.last_step)

@@ -1,6 +1,7 @@
 """Sessions in the window: the File menu (New, Open, Open Recent, Save, Save As, Close), the title
 with its unsaved-changes mark, autosave of edits, crash markers and recovery, and the trust
-question for checker code that came from elsewhere.
+questions for code that came from elsewhere: a custom checker, and a model's own code
+(model.trust_remote_code, asked on opening and again before Start or Continue).
 
 A window always holds a session. At launch it is an untitled one in the user's data folder
 (`recovery.untitled_path()`), so training always has a run folder; Save on an untitled session
@@ -37,7 +38,8 @@ from grpo_desktop.session.document import (
 )
 from grpo_desktop.session.fsio import atomic_write_text
 from grpo_desktop.ui import session_dialogs as dialogs
-from grpo_desktop.ui.session_model import UNTRUSTED_CHECKER
+from grpo_desktop.ui.remote_code_dialog import RemoteCodeDialog
+from grpo_desktop.ui.session_model import UNTRUSTED_CHECKER, UNTRUSTED_MODEL_CODE
 from grpo_desktop.ui.worker import ACTIVE_STATES
 
 AUTOSAVE_MS = 2000
@@ -122,6 +124,9 @@ class SessionController(QObject):
 
     def ask_trust(self, source: str, origin: str) -> bool:
         return dialogs.TrustDialog(source, origin, self.window).exec() == 1
+
+    def ask_model_code(self, codes: list, origin: str) -> bool:
+        return RemoteCodeDialog(codes, origin, self.window).exec() == 1
 
     def ask_reopen(self, paths: list[str]) -> str | None:
         box = dialogs.RecoveryDialog([(_recovery_label(p), p) for p in paths], self.window)
@@ -234,7 +239,20 @@ class SessionController(QObject):
                 "info", f"Restored the unsaved changes from {restored}. Save to keep them."
             )
         self.check_trust(path)
+        self.check_model_code(path)
         return True
+
+    def check_model_code(self, origin: str, resume: bool = False) -> bool:
+        """Ask before the model's own code (model.trust_remote_code; with `resume`, also its
+        run's checkpoints') may run; True when it may or there is none."""
+        codes = self.model.untrusted_model_code(resume)
+        if not codes:
+            return True
+        if self.ask_model_code(codes, origin):
+            self.model.trust_model_code(codes)
+            return True
+        self.window.show_message("warning", UNTRUSTED_MODEL_CODE)
+        return False
 
     def check_trust(self, origin: str) -> bool:
         """Ask before checker code from `origin` may run; True when it may."""
@@ -349,6 +367,7 @@ class SessionController(QObject):
             return False
         self.model.set_config(config)
         self.check_trust(path)
+        self.check_model_code(path)
         return True
 
     def import_settings_dialog(self) -> None:

@@ -24,7 +24,13 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal, Slot
 
 from grpo_desktop.engine.config import PRESETS, TrainConfig, preset, validate, warnings
-from grpo_desktop.session.document import SessionDocument, SessionError, save_session
+from grpo_desktop.engine.remote_code import ModelCode, RemoteCodePermission, code_to_trust
+from grpo_desktop.session.document import (
+    SessionDocument,
+    SessionError,
+    check_run_inside,
+    save_session,
+)
 from grpo_desktop.session.fsio import SaveError
 from grpo_desktop.session.history import RunHistory
 from grpo_desktop.session.rollouts import DEFAULT_MAX_ROWS
@@ -35,6 +41,11 @@ from grpo_desktop.ui.worker import ACTIVE_STATES, IDLE, TrainingRunner, default_
 UNTRUSTED_CHECKER = (
     "This checker came with the session and has not been trusted: review the code in the Reward "
     "panel, then press Trust and enable (or remove the checker)."
+)
+UNTRUSTED_MODEL_CODE = (
+    "The model's own Python code (model.trust_remote_code) has not been trusted, so nothing "
+    "runs it: the Dataset preview uses the plain prompt template, and Start asks again. To "
+    "train without it, turn off Trust remote code in the Model panel."
 )
 
 
@@ -189,6 +200,26 @@ class SessionModel(QObject):
         if source.strip() and source == self._typed_checker:
             self.trust_store.trust(source)
 
+    def model_code(self, resume: bool = False) -> list[ModelCode]:
+        """The model's own code that loading it (with `resume`, from one of the run's
+        checkpoints) would run; empty unless model.trust_remote_code is on."""
+        m = self.config.model
+        run_dir = self.doc.run_dir if resume else None
+        return code_to_trust(m.name_or_path, m.trust_remote_code, run_dir)
+
+    def untrusted_model_code(self, resume: bool = False) -> list[ModelCode]:
+        return self.trust_store.untrusted_code(self.model_code(resume))
+
+    def trust_model_code(self, codes: list[ModelCode]) -> None:
+        """The user read this model code in the trust question and accepts it."""
+        self.trust_store.trust_code(codes)
+
+    def remote_code_permission(self, resume: bool = False) -> RemoteCodePermission | None:
+        """What the engine's loaders need to run the model's own code; None when there is none
+        or it is not trusted (they then refuse to run it)."""
+        codes = self.model_code(resume)
+        return self.trust_store.permission(codes) if codes else None
+
     def _update_trust(self) -> None:
         trusted = self.checker_trusted()
         if trusted != self._trusted:
@@ -261,12 +292,15 @@ class SessionModel(QObject):
             return ["A run is already in progress."]
         if not self.checker_trusted():
             return [UNTRUSTED_CHECKER]
+        if self.untrusted_model_code(resume):
+            return [UNTRUSTED_MODEL_CODE]
         problems = self.problems()
         if problems:
             return problems
         config = _copy(self.config)
         run_dir = self.doc.run_dir
         try:
+            check_run_inside(self.doc)  # it was when opened; a symlink may have changed since
             if not resume:
                 clear_run(run_dir)
             os.makedirs(run_dir, exist_ok=True)
@@ -277,7 +311,7 @@ class SessionModel(QObject):
         if not resume:
             self.history.clear()
         self.history.rollouts.events_path = self.doc.events_path
-        self.runner.start(config, run_dir, resume)
+        self.runner.start(config, run_dir, resume, self.remote_code_permission(resume))
         return []
 
     def pause(self) -> None:

@@ -33,10 +33,10 @@ def live_threads() -> list[QThread]:
     return [t for t in list(_live_threads) if t.isRunning()]
 
 
-def default_train_fn(config, control, run_dir=None, resume=False):
+def default_train_fn(config, control, run_dir=None, resume=False, remote_code=None):
     from grpo_desktop.engine.trainer import train
 
-    return train(config, control, run_dir=run_dir, resume=resume)
+    return train(config, control, run_dir=run_dir, resume=resume, remote_code=remote_code)
 
 
 class _ObservedControl(TrainControl):
@@ -59,10 +59,13 @@ class TrainingWorker(QObject):
     pause_reached = Signal()
     finished = Signal()
 
-    def __init__(self, train_fn: Callable, config, run_dir, resume):
+    def __init__(self, train_fn: Callable, config, run_dir, resume, remote_code=None):
         super().__init__()
         self._train_fn, self._config = train_fn, config
         self._run_dir, self._resume = run_dir, resume
+        # The permission for the model's own code (engine/remote_code.py), passed on only when
+        # there is one, so train functions without the parameter keep working.
+        self._extra = {"remote_code": remote_code} if remote_code is not None else {}
         self.control = _ObservedControl(self.pause_reached.emit)
 
     @Slot()
@@ -70,7 +73,9 @@ class TrainingWorker(QObject):
         from grpo_desktop.engine.events import RunFinished
 
         try:
-            events = self._train_fn(self._config, self.control, self._run_dir, self._resume)
+            events = self._train_fn(
+                self._config, self.control, self._run_dir, self._resume, **self._extra
+            )
             for event in events:
                 self.event_emitted.emit(event)
         except Exception as exc:  # the engine reports its own errors; this catches fakes and bugs
@@ -110,14 +115,16 @@ class TrainingRunner(QObject):
     def active(self) -> bool:
         return self._thread is not None
 
-    def start(self, config, run_dir: str | None = None, resume: bool = False) -> None:
+    def start(
+        self, config, run_dir: str | None = None, resume: bool = False, remote_code=None
+    ) -> None:
         if self.active:
             raise RuntimeError("A run is already active.")
         self._final = FAILED  # unless the engine says otherwise
         self._thread = QThread()
         self._thread.setObjectName("grpo-training")
         _live_threads.add(self._thread)
-        self._worker = TrainingWorker(self.train_fn, config, run_dir, resume)
+        self._worker = TrainingWorker(self.train_fn, config, run_dir, resume, remote_code)
         self._worker.moveToThread(self._thread)
         self._thread.started.connect(self._worker.run)
         self._worker.event_emitted.connect(self._on_worker_event_emitted)

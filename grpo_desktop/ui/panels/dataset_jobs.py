@@ -3,6 +3,8 @@
 Runs in the app's thread pool (ui/tasks.py), never on the GUI thread. Two steps, so the first
 rows show at once: `read_rows` (the data source only) and `apply_template` (loads the model's
 tokenizer, which imports transformers and can take seconds). Both return plain data.
+A tokenizer's own code (model.trust_remote_code) runs only with the permission the session model
+gives once the user trusted it; without one the preview uses the plain template and says why.
 """
 
 from __future__ import annotations
@@ -17,15 +19,17 @@ _tokenizer_lock = threading.Lock()
 
 
 @lru_cache(maxsize=4)
-def _tokenizer(model_name: str, trust_remote_code: bool) -> Any:
+def _tokenizer(model_name: str, trust_remote_code: bool, remote_code) -> Any:
     from grpo_desktop.engine.modeling import load_tokenizer, resolve_model_path
 
-    return load_tokenizer(resolve_model_path(model_name), trust_remote_code)
+    return load_tokenizer(resolve_model_path(model_name), trust_remote_code, remote_code)
 
 
-def tokenizer_for(model_name: str, trust_remote_code: bool = False) -> Any:
+def tokenizer_for(model_name: str, trust_remote_code: bool = False, remote_code=None) -> Any:
+    """The tokenizer of `model_name`; `remote_code` (a RemoteCodePermission) lets its own code
+    run when the setting asks for it, else loading it refuses (RemoteCodeRefused)."""
     with _tokenizer_lock:  # one load at a time; later calls hit the cache
-        return _tokenizer(model_name, trust_remote_code)
+        return _tokenizer(model_name, trust_remote_code, remote_code)
 
 
 def read_rows(data: DataConfig, seed: int, n: int = 8) -> dict[str, Any]:
@@ -50,15 +54,27 @@ def read_rows(data: DataConfig, seed: int, n: int = 8) -> dict[str, Any]:
 
 
 def apply_template(
-    problems: list[str | None], system_prompt: str, model_name: str, trust_remote_code: bool
+    problems: list[str | None],
+    system_prompt: str,
+    model_name: str,
+    trust_remote_code: bool,
+    remote_code=None,
 ) -> dict[str, Any]:
     """The problems as the model sees them: its chat template, or the plain template."""
     from grpo_desktop.engine.data import build_prompt
     from grpo_desktop.engine.errors import UserError
+    from grpo_desktop.engine.remote_code import RemoteCodeRefused
 
     note = ""
     try:
-        tokenizer = tokenizer_for(model_name, trust_remote_code)
+        tokenizer = tokenizer_for(model_name, trust_remote_code, remote_code)
+    except RemoteCodeRefused:
+        tokenizer = None
+        note = (
+            f"The tokenizer of '{model_name}' comes with its own code (Trust remote code is on), "
+            "which has not been trusted, so it was not loaded: the preview uses the plain prompt "
+            "template. Start asks whether to trust it."
+        )
     except Exception as exc:  # no such model, an offline hub id: show the plain template
         tokenizer = None
         note = (

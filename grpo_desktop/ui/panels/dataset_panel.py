@@ -253,6 +253,7 @@ class DatasetPanel(QWidget):
             cfg.data.system_prompt,
             cfg.model.name_or_path,
             cfg.model.trust_remote_code,
+            self.model.remote_code_permission(),  # None unless the user trusted the code
         )
         self.table.setHorizontalHeaderLabels(["Prompt (applying the chat template…)", "Answer"])
         self.tasks.submit("template", lambda: apply_template(*args), self._on_template_applied)
