@@ -13,6 +13,7 @@ import shutil
 import pytest
 from hazards import cli, small_config, train_in_process, tree, write_session
 
+from grpo_desktop.engine.run_layout import checkpoint_problem
 from grpo_desktop.session.document import SessionError, load_session
 from grpo_desktop.session.run_state import clear_run
 
@@ -117,3 +118,7 @@ def test_starting_over_and_pruning_delete_only_what_the_trainer_wrote(tmp_path, 
     clear_run(run)  # Start Over
     left = {os.path.relpath(os.path.join(d, f), run) for d, _, fs in os.walk(run) for f in fs}
     assert left == set(notes)  # every file the app never wrote is still there, and only those
+    train_in_process(cfg.replace(run={"max_steps": 1}), run)  # the fresh run saves step 1 again
+    kept = os.path.join(run, "checkpoints", "step-00000001.kept")
+    assert os.listdir(kept) == ["notes.txt"]  # the user's file, moved out of the new one's way
+    assert checkpoint_problem(os.path.join(run, "checkpoints", "step-00000001")) is None

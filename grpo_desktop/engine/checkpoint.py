@@ -12,6 +12,9 @@ message says how much is free and which checkpoint is intact) removes the tempor
 nothing is left behind. Everything is read back with `torch.load(weights_only=True)`: nothing is
 unpickled, so a checkpoint from elsewhere cannot run code.
 
+A checkpoint folder that already exists under the new one's name is replaced by removing what
+the trainer wrote there; files someone else put in it are kept, in `step-N.kept`.
+
 Resuming takes the newest checkpoint that is whole (`find_resume_point`): one cut short, damaged
 or holding a pickle that weights_only loading refuses is skipped with a `DamagedCheckpoint` that
 names its folder and file, and set aside as `step-N.damaged` (kept, never chosen again).
@@ -44,6 +47,7 @@ from grpo_desktop.engine.run_layout import (  # noqa: F401 (re-exported)
 )
 
 NEARLY_FULL = 1 << 20  # a write that failed with less than this free was the disk filling up
+KEPT_SUFFIX = ".kept"  # a checkpoint folder's name, for files in it that the trainer did not write
 
 
 class DamagedCheckpoint(UserError):
@@ -139,6 +143,14 @@ def disk_full_error(run_dir: str) -> DiskFullError:
 # ---------------------------------------------------------------- saving
 
 
+def _free_name(path: str) -> str:
+    candidate, n = path, 1
+    while os.path.exists(candidate):
+        n += 1
+        candidate = f"{path}-{n}"
+    return candidate
+
+
 def _fsync_tree(folder: str) -> None:
     for root, _dirs, files in os.walk(folder):
         for name in files:
@@ -180,11 +192,8 @@ def save_checkpoint(
             os.fsync(fh.fileno())
         if os.path.exists(final):
             remove_checkpoint(final)
-        if os.path.exists(final):
-            raise UserError(
-                f"{final} holds files that GRPO Desktop did not write, so the checkpoint of step "
-                f"{step} cannot take its place. Move them elsewhere and continue the run."
-            )
+        if os.path.exists(final):  # files someone else put there: keep them, under another name
+            os.replace(final, _free_name(final + KEPT_SUFFIX))
         os.replace(tmp, final)
     except BaseException as exc:
         full = not isinstance(exc, UserError) and is_disk_full(exc, root)
