@@ -264,3 +264,18 @@ def test_enospc_while_logging_events_ends_the_run_with_the_message(tmp_path, mic
     assert last.type == "run_finished" and last.status == "failed", last
     assert last.message.startswith(FULL) and "there is no checkpoint yet" in last.message
     assert temporary_files(str(run)) == []
+
+
+@needs_dev_full
+def test_a_run_that_fails_ends_cleanly_when_not_even_its_last_event_can_be_logged(
+    tmp_path, micro_model_dir
+):
+    """Settings that fail validation end the run; writing that RunFinished hits ENOSPC too (the
+    log's first write): the generator still ends with the event, nothing escapes."""
+    run = tmp_path / "run"
+    run.mkdir()
+    os.symlink("/dev/full", run / "events.jsonl")
+    cfg = small_config(micro_model_dir).replace(algorithm={"num_generations": 1})
+    events = train_in_process(cfg, str(run))
+    assert [e.type for e in events] == ["run_finished"] and events[0].status == "failed"
+    assert "settings need fixing" in events[0].message

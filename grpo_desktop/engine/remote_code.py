@@ -83,6 +83,8 @@ def _source(name_or_path: str) -> str | None:
     expanded = os.path.expanduser(name)
     if os.path.isdir(expanded):
         return os.path.abspath(expanded)
+    if name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1:
+        return None  # a local folder that is not there: loading says so, nothing runs
     return HUB + name
 
 

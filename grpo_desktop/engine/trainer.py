@@ -115,6 +115,11 @@ class _EventLog:
             raise
         return event
 
+    def finish(self, event: Event) -> Event:
+        """Log the run's last event if there is room; never raises (the run ends either way)."""
+        self.failed = True
+        return self.write(event, sync=True)
+
     def close(self) -> None:
         if self.fh is not None:
             self.fh.close()
@@ -154,19 +159,19 @@ def train(
         for event in run.events():
             yield log.write(event, sync=isinstance(event, CheckpointSaved))
     except UserError as exc:
-        yield log.write(_finished("failed", state, str(exc), None), sync=True)
+        yield log.finish(_finished("failed", state, str(exc), None))
     except torch.OutOfMemoryError as exc:
         msg = (
             "Out of memory. Lower the group size G, prompts per step B, max completion tokens or "
             "the micro-batch size, or use 4-bit quantization and gradient checkpointing."
         )
-        yield log.write(_finished("failed", state, msg, str(exc)), sync=True)
+        yield log.finish(_finished("failed", state, msg, str(exc)))
     except Exception as exc:  # a bug: report it with its traceback, keep the app alive
         if run_dir and ckpt.is_disk_full(exc, run_dir):  # not a bug: events.jsonl, config.json
-            yield log.write(_finished("failed", state, str(ckpt.disk_full_error(run_dir)), None))
+            yield log.finish(_finished("failed", state, str(ckpt.disk_full_error(run_dir)), None))
             return
         msg = f"Training failed with an internal error: {type(exc).__name__}: {exc}"
-        yield log.write(_finished("failed", state, msg, traceback.format_exc()), sync=True)
+        yield log.finish(_finished("failed", state, msg, traceback.format_exc()))
     finally:
         log.close()
         run.close()
