@@ -119,7 +119,7 @@ class _NoPositionIds(torch.nn.Module):
         self.config = inner.config
         self.generation_config = inner.generation_config
 
-    def forward(self, input_ids, attention_mask=None, **kw):
+    def forward(self, input_ids, attention_mask=None):  # **kw would swallow position_ids
         return self.inner(input_ids=input_ids, attention_mask=attention_mask)
 
     def generate(self, **kw):

@@ -177,4 +177,6 @@ def lean_decoder(model, cache, capacity: int) -> LeanDecoder | None:
         kv = _cache_tensors(cache, i)
         if kv is None or kv[0] is None or kv[0].dim() != 4 or kv[0].size(2) >= capacity:
             return None
+        if {kv[0].dtype, kv[1].dtype} != {inner.embed_tokens.weight.dtype}:  # under autocast
+            return None
     return LeanDecoder(base, layers, cache, capacity)

@@ -247,10 +247,20 @@ class _RouteLinear(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def _cpu_work(device) -> bool:
+    """Whether the block works on the CPU: `device` says so; without one, whether CUDA is unused
+    in this process (then no tensor can be on a GPU)."""
+    if device is not None:
+        return torch.device(device).type == "cpu"
+    return not torch.cuda.is_initialized()
+
+
 @contextlib.contextmanager
-def fast_linear() -> Iterator[None]:
-    """Inside: float32 CPU F.linear calls run in oneDNN when `enabled()`; else nothing changes."""
-    if not enabled():
+def fast_linear(device: torch.device | str | None = None) -> Iterator[None]:
+    """Inside: float32 CPU F.linear calls run in oneDNN when `enabled()`; else nothing changes.
+    Never entered for work on another device (pass the tensors' device): the mode sees every
+    torch call of the block, which would add host time to each op of a CUDA forward."""
+    if not _cpu_work(device) or not enabled():
         yield
         return
     with _RouteLinear():

@@ -3,6 +3,12 @@
 The reference policy for the KL penalty is the same model with its LoRA adapter disabled, so there is
 one copy of the weights. Only full fine-tuning with β > 0 keeps a second, frozen copy.
 
+Precision: "auto" is bfloat16 on CUDA GPUs that run it natively (compute capability 8.0 on) and
+float32 elsewhere (`auto_dtype`). Full fine-tuning in a half precision keeps float32 master
+weights and runs the model's forward under autocast: AdamW's small updates land (in pure bfloat16
+most of them round away). QLoRA keeps embeddings, norms and the output layer in the compute dtype
+(peft's preparation would make them float32). Unquantized models load straight to the GPU.
+
 Does not generate or compute losses (see rollout.py and trainer.py). Try it:
     python -c "from grpo_desktop.engine.modeling import *; from grpo_desktop.engine.config import \
 TrainConfig; m = load_policy(TrainConfig()); print(m.describe())"
@@ -12,6 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
+import logging
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -53,16 +62,27 @@ class Policy:
         return [p for p in self.model.parameters() if p.requires_grad]
 
     def num_parameters(self) -> tuple[int, int]:
-        total = sum(p.numel() for p in self.model.parameters())
-        trainable = sum(p.numel() for p in self.trainable_parameters())
+        total = sum(parameter_count(p) for p in self.model.parameters())
+        trainable = sum(parameter_count(p) for p in self.trainable_parameters())
         return total, trainable
 
     def describe(self) -> str:
         total, trainable = self.num_parameters()
+        masters = any(p.dtype == torch.float32 for p in self.trainable_parameters())
+        precision = f"{self.dtype}" + (
+            ", float32 master weights" if masters and self.dtype != torch.float32 else ""
+        )
         return (
-            f"{self.name} on {self.device.type} ({self.dtype}), {total / 1e6:.2f}M parameters, "
+            f"{self.name} on {self.device.type} ({precision}), {total / 1e6:.2f}M parameters, "
             f"{trainable / 1e6:.3f}M trainable ({'LoRA' if self.uses_lora else 'full'})"
         )
+
+
+def parameter_count(p: torch.Tensor) -> int:
+    """The weights a parameter stands for: bitsandbytes packs two 4-bit weights into each byte
+    of a Params4bit (its numel() counts bytes); its quant_state keeps the real shape."""
+    shape = getattr(getattr(p, "quant_state", None), "shape", None)
+    return math.prod(shape) if shape is not None else p.numel()
 
 
 def pick_device(choice: str) -> torch.device:
@@ -76,12 +96,55 @@ def pick_device(choice: str) -> torch.device:
     return torch.device(choice)
 
 
+def auto_dtype(device_type: str, capability: tuple[int, int] | None = None) -> torch.dtype:
+    """What "auto" precision means on a device of this type and CUDA compute capability:
+    bfloat16 on GPUs that run it natively (8.0 on: Ampere and newer); float32 on older GPUs
+    (T4 7.5, V100 7.0), where torch only emulates bfloat16 and float16 would need loss scaling
+    the training step does not do; float32 on the CPU."""
+    if device_type == "cuda" and capability is not None and tuple(capability) >= (8, 0):
+        return torch.bfloat16
+    return torch.float32
+
+
 def pick_dtype(choice: str, device: torch.device) -> torch.dtype:
     if choice != "auto":
         return getattr(torch, choice)
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    return torch.float32
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    return auto_dtype(device.type, capability)
+
+
+HALF = (torch.bfloat16, torch.float16)
+
+
+def load_kwargs(dtype: torch.dtype, device: torch.device, quantized: bool) -> dict[str, Any]:
+    """from_pretrained's dtype and placement: weights go straight to a GPU (device_map), never
+    whole into host RAM first; on the CPU nothing is placed. `dtype` is what the parameters are
+    stored in (float32 master weights for full fine-tuning in a half precision)."""
+    kwargs: dict[str, Any] = {"dtype": dtype}
+    if device.type == "cuda":
+        kwargs["device_map"] = {"": device.index or 0}
+    elif quantized:
+        kwargs["device_map"] = {"": "cpu"}
+    return kwargs
+
+
+def _autocast_forwards(model, device: torch.device, dtype: torch.dtype) -> None:
+    """Run the model's forward, and its decoder's (which log-prob passes call directly), under
+    autocast to `dtype`: float32 master weights, half-precision products."""
+    modules = [model]
+    with contextlib.suppress(AttributeError, NotImplementedError):
+        decoder = model.get_decoder()
+        if decoder is not None and decoder is not model:
+            modules.append(decoder)
+    for module in modules:
+        forward = module.forward
+
+        @functools.wraps(forward)
+        def run(*args, _forward=forward, **kwargs):
+            with torch.autocast(device.type, dtype=dtype):
+                return _forward(*args, **kwargs)
+
+        module.forward = run
 
 
 def builtin_model_path(name: str) -> str:
@@ -152,6 +215,26 @@ def _quiet_transformers() -> None:
     warnings.filterwarnings(
         "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
     )
+    # bitsandbytes logs "MatMul8bitLt: inputs will be cast from torch.float32 to float16 during
+    # quantization" on every 8-bit product whose input is not float16: 1,792 lines in one step.
+    # Said once, it is worth knowing; the filter lets the first one through.
+    bnb_log = logging.getLogger("bitsandbytes.autograd._functions")
+    if not any(isinstance(f, _OnceFilter) for f in bnb_log.filters):
+        bnb_log.addFilter(_OnceFilter("MatMul8bitLt: inputs will be cast"))
+
+
+class _OnceFilter(logging.Filter):
+    """Lets the first log record starting with `prefix` through, drops the later ones."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix, self.seen = prefix, False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(self.prefix):
+            return True
+        first, self.seen = not self.seen, True
+        return first
 
 
 def load_tokenizer(
@@ -221,10 +304,11 @@ def load_policy(
     trust = check_permission(cfg.model.trust_remote_code, path, remote_code)
     tokenizer = load_tokenizer(path, cfg.model.trust_remote_code, remote_code)
     quant = _quantization(cfg, dtype)
-    kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": trust}
+    masters = not cfg.lora.enabled and quant is None and dtype in HALF
+    kwargs = load_kwargs(torch.float32 if masters else dtype, device, quant is not None)
+    kwargs["trust_remote_code"] = trust
     if quant is not None:
         kwargs["quantization_config"] = quant
-        kwargs["device_map"] = {"": device.index or 0} if device.type == "cuda" else {"": "cpu"}
     try:
         model = _from_pretrained(AutoModelForCausalLM, path, **kwargs)
     except ValueError as exc:  # e.g. an architecture this transformers does not know
@@ -252,21 +336,19 @@ def load_policy(
                 cfg.model.trust_remote_code, base_path, remote_code
             )
             ref_model = _from_pretrained(AutoModelForCausalLM, base_path, **kwargs).to(device)
-        if ref_model is not None:
-            ref_model.eval().requires_grad_(False)
+        if ref_model is not None:  # frozen: no master weights needed
+            ref_model.to(dtype).eval().requires_grad_(False)
+        if masters:  # after the copy: the copy's forward must not call this model's
+            _autocast_forwards(model, device, dtype)
     name = cfg.model.name_or_path  # what the user chose (a hub id, a folder, builtin:demo)
     return Policy(model, tokenizer, device, dtype, cfg.lora.enabled, ref_model, name=name)
 
 
 def _wrap_lora(model, cfg: TrainConfig, quantized: bool, adapter_path: str | None):
-    from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
+    from peft import LoraConfig, PeftModel, get_peft_model
 
     if quantized:
-        model = prepare_model_for_kbit_training(
-            model,
-            use_gradient_checkpointing=cfg.model.gradient_checkpointing,
-            gradient_checkpointing_kwargs=CHECKPOINTING,  # peft enables it again: the same way
-        )
+        _prepare_quantized(model)
     if adapter_path is not None:
         return PeftModel.from_pretrained(model, adapter_path, is_trainable=True)
     targets = cfg.lora.target_modules.strip()
@@ -287,3 +369,16 @@ def _wrap_lora(model, cfg: TrainConfig, quantized: bool, adapter_path: str | Non
             f"LoRA could not be attached: {exc}. Check the target modules (all-linear works for "
             "most models)."
         ) from exc
+
+
+def _prepare_quantized(model) -> None:
+    """What peft's prepare_model_for_kbit_training does that training needs: freeze the base
+    weights (checkpointing, when on, is already non-reentrant, so the inputs need no
+    requires_grad hook). Not its cast of every unquantized weight to float32: in bfloat16 the
+    embedding, the norms and the output layer compute as in a bfloat16 LoRA run (RMSNorm takes
+    its statistics in float32 anyway), and float32 norm weights would make every activation
+    after them float32. Under float16, whose range is narrow, they become float32 as in peft."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+        if p.dtype == torch.float16:  # quantized weights are uint8 or int8
+            p.data = p.data.float()

@@ -14,6 +14,8 @@ Does not compute rewards or losses. Try it: see tests/test_rollout.py.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -46,19 +48,47 @@ class Completions:
         return self.completion_mask.sum(dim=1)  # (N,)
 
 
+def added_bos(tokenizer) -> int | None:
+    """The BOS id this tokenizer puts in front of every text it encodes (Llama, Gemma, Mistral
+    tokenizers do; Qwen's and GPT-2's do not), or None."""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is None:
+        return None
+    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+    return bos if tokenizer("a")["input_ids"][:1] == [bos] and plain[:1] != [bos] else None
+
+
+def prompt_token_ids(tokenizer, texts: list[str]) -> list[list[int]]:
+    """Each prompt's ids as the model was trained to see them: the tokenizer's own BOS exactly
+    once (chat templates that write it keep theirs; plain prompts get it), no other special
+    token added (some tokenizers would append an EOS, which must not end a prompt)."""
+    rows = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    bos = added_bos(tokenizer)
+    if bos is None:
+        return rows
+    return [row if row[:1] == [bos] else [bos, *row] for row in rows]
+
+
 def tokenize_prompts(tokenizer, texts: list[str], max_length: int, device: torch.device):
-    """Left-padded prompt ids and mask; over-long prompts lose their beginning, not their question."""
+    """Left-padded prompt ids and mask; over-long prompts lose their beginning (after the BOS),
+    not their question."""
     tokenizer.padding_side = "left"
-    tokenizer.truncation_side = "left"
-    enc = tokenizer(
-        texts,
-        return_tensors="pt",
-        padding=True,
-        truncation=True,
-        max_length=max_length,
-        add_special_tokens=False,
-    )
-    return enc["input_ids"].to(device), enc["attention_mask"].to(device)  # (N, P), (N, P)
+    bos = added_bos(tokenizer)
+    rows = []
+    for row in prompt_token_ids(tokenizer, texts):
+        if len(row) > max_length:
+            head = row[:1] if bos is not None and row[:1] == [bos] else []
+            row = head + row[len(row) - max_length + len(head) :]
+        rows.append(row)
+    P = max(1, max((len(row) for row in rows), default=1))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = torch.full((len(rows), P), pad, dtype=torch.long)  # (N, P)
+    mask = torch.zeros((len(rows), P), dtype=torch.long)  # (N, P)
+    for i, row in enumerate(rows):
+        if row:
+            ids[i, P - len(row) :] = torch.tensor(row, dtype=torch.long)
+            mask[i, P - len(row) :] = 1
+    return ids.to(device), mask.to(device)  # (N, P), (N, P)
 
 
 BYTE_MARGIN = 8  # SentencePiece's dummy prefix can add a token to a text's byte count
@@ -78,7 +108,7 @@ def overlong_prompts(
     for s in range(0, len(suspects), chunk):
         part = suspects[s : s + chunk]
         texts = [build_prompt(tokenizer, problems[i], system_prompt) for i in part]
-        enc = tokenizer(texts, add_special_tokens=False)["input_ids"]
+        enc = prompt_token_ids(tokenizer, texts)
         out += [(i, len(ids)) for i, ids in zip(part, enc) if len(ids) > max_length]
     return out
 
@@ -87,9 +117,27 @@ def _bytes(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def completion_mask(completion_ids: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mask of real completion tokens (through the first EOS) and the truncated flag per row."""
-    is_eos = completion_ids == eos_id  # (N, C)
+def stop_ids(model, tokenizer) -> list[int]:
+    """Every id that ends a completion: the tokenizer's EOS and each id the model's
+    generation_config lists (Llama-3, Qwen2.5 and Gemma instruct models end a turn with ids the
+    tokenizer does not call its EOS: <|eot_id|> and <|end_of_text|>, <|im_end|> and
+    <|endoftext|>), in that order, each once."""
+    config = getattr(model, "generation_config", None)
+    ids: list[int] = []
+    for source in (tokenizer.eos_token_id, getattr(config, "eos_token_id", None)):
+        for i in [source] if isinstance(source, int) else source or []:
+            if int(i) not in ids:
+                ids.append(int(i))
+    return ids
+
+
+def completion_mask(
+    completion_ids: torch.Tensor, eos_id: int | list[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask of real completion tokens (through the first EOS, any of `eos_id` when it is a list)
+    and the truncated flag per row."""
+    stops = torch.tensor([eos_id] if isinstance(eos_id, int) else eos_id, dtype=torch.long)
+    is_eos = torch.isin(completion_ids, stops.to(completion_ids.device))  # (N, C)
     has_eos = is_eos.any(dim=1)  # (N,)
     C = completion_ids.size(1)
     first_eos = torch.where(
@@ -116,7 +164,7 @@ def generate_completions(
     """Sample one completion per row of prompt_ids (repeat prompts G times before calling)."""
     was_training = model.training
     model.eval()
-    eos_id, pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
+    eos_id, pad_id = stop_ids(model, tokenizer), tokenizer.pad_token_id
     args = dict(
         max_new_tokens=max_new_tokens,
         temperature=temperature,
@@ -131,7 +179,7 @@ def generate_completions(
                     model, prompt_ids, prompt_mask, eos_id=eos_id, pad_id=pad_id, **args
                 )  # (N, C')
             except TypeError:  # a forward without position_ids / logits_to_keep: use generate
-                with fast_linear():
+                with fast_linear(prompt_ids.device):
                     completion_ids = _hf_generate(
                         model, prompt_ids, prompt_mask, eos_id, pad_id, **args
                     )
@@ -144,20 +192,48 @@ def generate_completions(
 
 
 def _hf_generate(model, prompt_ids, prompt_mask, eos_id, pad_id, *, greedy, **args) -> torch.Tensor:
+    """`generate` sampling exactly as the run says: the loss scores the plain softmax at the
+    run's temperature and top-p, so nothing from the model's generation_config.json may change
+    the distribution (a Qwen2.5 instruct model's sets repetition_penalty 1.1, top_k 20 ...)."""
+    from transformers import GenerationConfig
+
     sampling = {} if greedy else {"temperature": args["temperature"], "top_p": args["top_p"]}
-    out = model.generate(
-        input_ids=prompt_ids,
-        attention_mask=prompt_mask,
+    config = GenerationConfig(
         do_sample=not greedy,
         max_new_tokens=args["max_new_tokens"],
         min_new_tokens=args["min_new_tokens"],
         pad_token_id=pad_id,
         eos_token_id=eos_id,
         use_cache=True,
-        top_k=None,
+        top_k=0,  # generate's own default is 50
+        num_beams=1,
         **sampling,
-    )  # (N, P + C')
+    )
+    with _without_model_defaults(model):
+        out = model.generate(
+            input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=config
+        )  # (N, P + C')
     return out[:, prompt_ids.size(1) :]  # (N, C')
+
+
+@contextlib.contextmanager
+def _without_model_defaults(model) -> Iterator[None]:
+    """`generate` fills every setting its config leaves unset from model.generation_config
+    (transformers 5): blank that one for the call (in place, since wrappers such as peft's share
+    the object), and put it back afterwards."""
+    from transformers import GenerationConfig
+
+    current = getattr(model, "generation_config", None)
+    if current is None:
+        yield
+        return
+    saved = dict(current.__dict__)
+    current.__dict__.update({k: v for k, v in GenerationConfig().__dict__.items() if k in saved})
+    try:
+        yield
+    finally:
+        current.__dict__.clear()
+        current.__dict__.update(saved)
 
 
 def token_logps(

@@ -68,21 +68,23 @@ def sample_tokens(
     prompt_mask: torch.Tensor,
     *,
     max_new_tokens: int,
-    eos_id: int,
+    eos_id: int | list[int],
     pad_id: int,
     temperature: float = 1.0,
     top_p: float = 1.0,
     greedy: bool = False,
     min_new_tokens: int = 0,
 ) -> torch.Tensor:
-    """Completion ids (N, C) with C ≤ max_new_tokens; rows that ended are padded with pad_id."""
+    """Completion ids (N, C) with C ≤ max_new_tokens; a row ends at its first `eos_id` (any of
+    them when a list) and is padded with pad_id after it."""
     N = prompt_ids.size(0)
     device = prompt_ids.device
+    stops = torch.tensor([eos_id] if isinstance(eos_id, int) else eos_id, device=device)  # (S,)
     attention = prompt_mask.clone()  # (N, P)
     positions = (attention.cumsum(dim=1) - 1).clamp(min=0)  # (N, P)
     # Not around the decode loop: the mode would see each of its many small ops; the lean
     # decoder picks its products itself (kernels.product_for).
-    with fast_linear():
+    with fast_linear(device):
         last_logits, cache = _prefill(model, prompt_ids, attention, positions)  # (N, V)
     capacity = prompt_ids.size(1) + max_new_tokens
     decode = lean_decoder(model, cache, capacity) if LEAN_DECODE else None
@@ -93,7 +95,7 @@ def sample_tokens(
     for t in range(max_new_tokens):
         logits = last_logits.float()  # (N, V)
         if t < min_new_tokens:
-            logits[:, eos_id] = float("-inf")
+            logits[:, stops] = float("-inf")
         if greedy:
             nxt = logits.argmax(dim=-1)  # (N,)
         else:
@@ -103,7 +105,7 @@ def sample_tokens(
             nxt = torch.multinomial(torch.softmax(logits, dim=-1), 1).squeeze(1)  # (N,)
         nxt = nxt.masked_fill(finished, pad_id)
         tokens.append(nxt)
-        finished |= nxt == eos_id
+        finished |= torch.isin(nxt, stops)
         if t == max_new_tokens - 1:
             break
         if (device.type != "cuda" or t % SYNC_EVERY_CUDA == 0) and bool(finished.all()):
@@ -112,7 +114,7 @@ def sample_tokens(
         if decode is not None:
             last_logits = decode(nxt, attention, next_pos)  # (N, V)
         else:
-            with fast_linear():
+            with fast_linear(device):
                 out = model(
                     input_ids=nxt.unsqueeze(1),
                     attention_mask=attention,
