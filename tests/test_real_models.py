@@ -339,10 +339,7 @@ def test_generate_fallback_samples_only_with_the_runs_settings(opinionated_model
     assert model.generation_config.repetition_penalty == 1.5
     ids, mask = tokenize_prompts(tok, ["<|user|>abc<|end|><|assistant|>"] * 6, 32, "cpu")
     wrapped = _NoPositionIds(model)
-    # Greedy: each token is the argmax of the model's own logits (no repetition penalty).
-    greedy = generate_completions(wrapped, tok, ids, mask, max_new_tokens=12, min_new_tokens=12)
-    logits = _teacher_forced_logits(model, ids, mask, greedy.completion_ids)  # (6, 12, V)
-    assert greedy.completion_ids.tolist() != []
+    torch.manual_seed(0)
     sampled = generate_completions(
         wrapped, tok, ids, mask, max_new_tokens=12, min_new_tokens=12, temperature=1.0
     )
@@ -352,8 +349,9 @@ def test_generate_fallback_samples_only_with_the_runs_settings(opinionated_model
     # (top_k 3 and top_p 0.5 from the file would keep every one inside).
     assert int(rank.max()) >= 3
     assert model.generation_config.repetition_penalty == 1.5  # put back after the call
-    greedy_run = generate_completions(
+    # Greedy: each token is the argmax of the model's own logits (no repetition penalty).
+    greedy = generate_completions(
         wrapped, tok, ids[:2], mask[:2], max_new_tokens=12, min_new_tokens=12, greedy=True
     )
-    logits = _teacher_forced_logits(model, ids[:2], mask[:2], greedy_run.completion_ids)
-    assert greedy_run.completion_ids.tolist() == logits.argmax(-1).tolist()
+    logits = _teacher_forced_logits(model, ids[:2], mask[:2], greedy.completion_ids)
+    assert greedy.completion_ids.tolist() == logits.argmax(-1).tolist()
