@@ -50,10 +50,11 @@ from grpo_desktop.ui.session_model import UNTRUSTED_CHECKER, SessionModel
 from grpo_desktop.ui.system_info import DeviceProbe, describe_device, memory_in_use
 from grpo_desktop.ui.tasks import wait_for_all
 from grpo_desktop.ui.widgets import MessageBar
+from grpo_desktop.ui.window_fit import PREFERRED_SIZE, dock_width_for, fit_window, keep_on_screen
 from grpo_desktop.ui.worker import ACTIVE_STATES, FINAL_STATES, default_train_fn
 
 LAYOUT_VERSION = 1
-DEFAULT_SIZE = (1400, 900)
+DEFAULT_SIZE = PREFERRED_SIZE  # clamped to the screen's available area (window_fit)
 
 
 def _first_document(config: TrainConfig) -> SessionDocument:
@@ -178,9 +179,7 @@ class MainWindow(QMainWindow):
         self.probe.probed.connect(self.model.set_device_info)
         if probe_device:
             self.probe.start()
-        self.resize(*DEFAULT_SIZE)
-        self.resizeDocks([self.docks["model"]], [430], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["log"]], [120], Qt.Orientation.Vertical)
+        self._fit_to_screen()
         self._restore_layout()
         self._on_model_state_changed(self.model.state)
         if session:
@@ -367,6 +366,7 @@ class MainWindow(QMainWindow):
         state = self.settings.value("layout/state")
         if geometry is not None:
             self.restoreGeometry(geometry)
+            keep_on_screen(self)  # saved on a larger screen: pulled back inside this one
         if state is not None:
             self.restoreState(state, LAYOUT_VERSION)
         self.plots.smoothing.setValue(self.settings.value("plots/smoothing", 0, type=int))
@@ -391,9 +391,16 @@ class MainWindow(QMainWindow):
         for name in ("dataset", "reward", "hyper"):
             self.tabifyDockWidget(self.docks["model"], self.docks[name])
         self.docks["model"].raise_()
-        self.resize(*DEFAULT_SIZE)
-        self.resizeDocks([self.docks["model"]], [430], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["log"]], [120], Qt.Orientation.Vertical)
+        self._fit_to_screen()
+
+    def _fit_to_screen(self) -> None:
+        """The first-launch size: DEFAULT_SIZE where the screen allows, else its available area."""
+        rect = fit_window(self, DEFAULT_SIZE)
+        width = rect.width() if rect is not None else DEFAULT_SIZE[0]
+        height = rect.height() if rect is not None else DEFAULT_SIZE[1]
+        self.resizeDocks([self.docks["model"]], [dock_width_for(width)], Qt.Orientation.Horizontal)
+        log_height = 120 if height >= 860 else 90
+        self.resizeDocks([self.docks["log"]], [log_height], Qt.Orientation.Vertical)
 
     def ask_stop_on_close(self) -> bool:
         """Whether to stop the run and quit (asked when closing during a run)."""

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QScrollArea,
     QSlider,
     QVBoxLayout,
     QWidget,
@@ -55,6 +56,9 @@ REDRAW_MS = 100
 PLOTS_PER_TICK = 4  # a new step reaches the 13 plots within 4 ticks of the redraw timer
 HISTOGRAMS = "histograms"  # the latest step's histogram and the heat map, as one redraw item
 MIN_PLOT_PX = 100  # decimate for at least this width (a plot not laid out yet is 0 wide)
+PLOT_ROWS = 4
+MIN_PLOT_HEIGHT = 150  # px per grid row, title and axis included: below it the grid scrolls
+MIN_PLOT_WIDTH = 230
 EMPTY_HINT = (
     "No run yet. Press Start (Ctrl+R) to train: every curve gains a point per step. Hover a plot "
     "for values; click a point to see that step's rollouts."
@@ -149,7 +153,14 @@ class PlotsView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addLayout(top)
-        layout.addWidget(self.canvas, 1)
+        # On a small screen the grid keeps readable plots and scrolls (the wheel over a plot
+        # zooms it; over the scroll bar, or with the plots at their minimum, it scrolls).
+        self.canvas.setMinimumSize(3 * MIN_PLOT_WIDTH, PLOT_ROWS * MIN_PLOT_HEIGHT)
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.scroll.setWidget(self.canvas)
+        layout.addWidget(self.scroll, 1)
 
         self.smoothing.valueChanged.connect(self._on_smoothing_value_changed)
         self.canvas.scene().sigMouseMoved.connect(self._on_scene_mouse_moved)
@@ -278,7 +289,7 @@ class PlotsView(QWidget):
         self.kl_note.setVisible(False)
         for plot in [sp.plot for sp in self.plots.values()] + [self.hist_plot]:
             cache_static(plot)
-        for row in range(4):
+        for row in range(PLOT_ROWS):
             self.canvas.ci.layout.setRowStretchFactor(row, 1)
         for col in range(3):  # equal columns, whatever the titles' widths
             self.canvas.ci.layout.setColumnStretchFactor(col, 1)

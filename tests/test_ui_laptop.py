@@ -1,0 +1,113 @@
+"""The window on a laptop screen (issue 15): it fits the screen's available area at first launch,
+the plots keep a readable height and scroll, the settings column scrolls; a real window on a
+1366×768 and a 1280×720 offscreen screen (Qt's offscreen platform reads the screen size from a
+config file), in a subprocess so the test session's own screen stays as it is."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from PySide6.QtCore import QRect
+
+from grpo_desktop.ui.window_fit import contained, dock_width_for, fit_rect
+
+PROBE = r"""
+import json, sys
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QApplication
+app = QApplication(sys.argv)
+from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.ui.main_window import MainWindow
+settings = QSettings(sys.argv[1], QSettings.Format.IniFormat)
+w = MainWindow(demo_config(), settings=settings, probe_device=False)
+w.ask_stop_on_close = lambda: True
+w.session.ask_save_changes = lambda _name: "discard"
+w.show()
+for _ in range(5):
+    app.processEvents()
+screen = app.primaryScreen().availableGeometry()
+g = w.frameGeometry()
+dock = w.docks["model"].widget()
+reward_dock = w.docks["reward"].widget()
+print(json.dumps({
+    "screen": [screen.x(), screen.y(), screen.width(), screen.height()],
+    "window": [g.x(), g.y(), g.width(), g.height()],
+    "plot_viewport_h": w.plots.scroll.viewport().height(),
+    "canvas_h": w.plots.canvas.height(),
+    "row_h": w.plots.plots["reward"].plot.height(),
+    "dock_scrolls": type(dock).__name__,
+    "reward_scroll_max": reward_dock.verticalScrollBar().maximum(),
+}))
+w.save_layout()
+w.close()
+"""
+
+
+def _screen_config(tmp_path, w: int, h: int) -> str:
+    path = tmp_path / f"screen-{w}x{h}.json"
+    screen = {"name": "laptop", "x": 0, "y": 0, "width": w, "height": h}
+    path.write_text(json.dumps({"screens": [{**screen, "logicalDpi": 96, "dpr": 1}]}))
+    return str(path)
+
+
+def _probe(tmp_path, w: int, h: int, settings: str) -> dict:
+    env = dict(os.environ, QT_QPA_PLATFORM=f"offscreen:configfile={_screen_config(tmp_path, w, h)}")
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, settings],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_fit_rect_keeps_the_preferred_size_where_it_fits_and_clamps_it_where_not():
+    big = QRect(0, 0, 1920, 1080)
+    assert fit_rect((1400, 900), big) == QRect(260, 90, 1400, 900)
+    laptop = QRect(0, 0, 1366, 738)  # 1366×768 less a 30 px panel
+    assert fit_rect((1400, 900), laptop) == QRect(0, 0, 1366, 738)
+    offset = QRect(1920, 30, 1280, 690)  # a second screen to the right, panel on top
+    assert fit_rect((1400, 900), offset) == QRect(1920, 30, 1280, 690)
+    assert fit_rect((1400, 900), offset, margin=10) == QRect(1930, 40, 1260, 670)
+
+
+def test_a_window_saved_on_a_big_screen_is_pulled_inside_a_small_one():
+    assert contained(QRect(500, 300, 1400, 900), QRect(0, 0, 1366, 768)) == QRect(0, 0, 1366, 768)
+    assert contained(QRect(900, 500, 800, 600), QRect(0, 0, 1366, 768)) == QRect(566, 168, 800, 600)
+
+
+def test_the_settings_column_is_narrower_on_a_small_laptop():
+    assert dock_width_for(1920) == 430
+    assert dock_width_for(1366) == 409
+    assert dock_width_for(1280) == 384
+
+
+@pytest.mark.parametrize("size", [(1366, 768), (1280, 720)])
+def test_a_real_window_fits_the_laptop_screen_and_its_plots_stay_readable(tmp_path, size):
+    info = _probe(tmp_path, *size, str(tmp_path / "settings.ini"))
+    sx, sy, sw, sh = info["screen"]
+    x, y, w, h = info["window"]
+    assert (sw, sh) == size
+    assert sx <= x and sy <= y and x + w <= sx + sw and y + h <= sy + sh, info
+    # Four rows of plots at least 150 px each (the grid scrolls when the window is smaller).
+    assert info["canvas_h"] >= 4 * 150 > info["plot_viewport_h"], info
+    assert info["row_h"] >= 120, info  # the plot itself, between the spacing
+    assert info["dock_scrolls"] == "QScrollArea"
+    # Reopened with the layout it saved: still on the screen.
+    again = _probe(tmp_path, *size, str(tmp_path / "settings.ini"))
+    x, y, w, h = again["window"]
+    assert x + w <= sx + sw and y + h <= sy + sh, again
+
+
+def test_a_layout_saved_on_a_big_screen_reopens_inside_a_laptop_screen(tmp_path):
+    settings = str(tmp_path / "settings.ini")
+    _probe(tmp_path, 1920, 1080, settings)
+    info = _probe(tmp_path, 1280, 720, settings)
+    x, y, w, h = info["window"]
+    assert x >= 0 and y >= 0 and x + w <= 1280 and y + h <= 720, info
