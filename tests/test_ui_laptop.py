@@ -111,3 +111,78 @@ def test_a_layout_saved_on_a_big_screen_reopens_inside_a_laptop_screen(tmp_path)
     info = _probe(tmp_path, 1280, 720, settings)
     x, y, w, h = info["window"]
     assert x >= 0 and y >= 0 and x + w <= 1280 and y + h <= 720, info
+
+
+# ---------------------------------------------------------------- the wheel over number fields
+
+
+def _wheel(widget, dy: int = -120) -> None:
+    """A real wheel notch over the middle of `widget` (negative: towards the user)."""
+    from PySide6.QtCore import QPoint, QPointF, Qt
+    from PySide6.QtGui import QWheelEvent
+    from PySide6.QtWidgets import QApplication
+
+    local = QPointF(widget.width() / 2, widget.height() / 2)
+    event = QWheelEvent(
+        local,
+        QPointF(widget.mapToGlobal(local.toPoint())),
+        QPoint(0, 0),
+        QPoint(0, dy),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
+    QApplication.sendEvent(widget, event)
+
+
+def test_the_wheel_scrolls_the_panel_over_an_unfocused_weight_and_edits_a_focused_one(
+    qtbot, tmp_path, show_window
+):
+    from PySide6.QtCore import QSettings
+
+    from grpo_desktop.engine.demo import demo_config
+    from grpo_desktop.ui.main_window import MainWindow
+
+    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    w = show_window(MainWindow(demo_config(), settings=settings, probe_device=False))
+    w.resize(1280, 600)
+    w.docks["reward"].raise_()
+    qtbot.waitExposed(w)
+    spin = w.reward_panel.accuracy.spin
+    area = w.docks["reward"].widget()
+    bar = area.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0)
+    before, weight, config = bar.value(), spin.value(), w.model.config
+    w.model_panel.setFocus()
+    _wheel(spin)
+    assert spin.value() == weight and w.model.config == config
+    assert bar.value() > before  # the panel scrolled instead
+    _wheel(w.reward_panel.accuracy.slider)
+    assert spin.value() == weight
+    spin.setFocus()
+    qtbot.waitUntil(spin.hasFocus)
+    _wheel(spin)  # focused: the wheel steps it down by one step (0.05)
+    assert spin.value() == pytest.approx(weight - 0.05)
+
+
+def test_every_number_and_choice_field_of_the_settings_panels_waits_for_focus(
+    tmp_path, show_window
+):
+    from PySide6.QtCore import QSettings, Qt
+
+    from grpo_desktop.engine.demo import demo_config
+    from grpo_desktop.ui.main_window import MainWindow
+    from grpo_desktop.ui.wheel_guard import GUARDED
+
+    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    w = show_window(MainWindow(demo_config(), settings=settings, probe_device=False))
+    fields = [x for d in w.docks.values() for x in d.findChildren(GUARDED[0])]
+    fields += [x for d in w.docks.values() for x in d.findChildren(GUARDED[1])]
+    assert len(fields) > 15
+    assert all(x.focusPolicy() == Qt.FocusPolicy.StrongFocus for x in fields)
+    combo = w.model_panel.quant_combo
+    index = combo.currentIndex()
+    w.model_panel.setFocus()
+    _wheel(combo, dy=-120)
+    assert combo.currentIndex() == index

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from grpo_desktop.engine.config import SECTIONS
+from grpo_desktop.ui.wheel_guard import guard_wheel
 from grpo_desktop.ui.widgets import FloatSpinBox, note_label, rich_tooltip, set_note
 
 INT_MAX = 2**31 - 1
@@ -131,7 +132,7 @@ class FieldEditor:
         else:
             w = QLineEdit()
             w.editingFinished.connect(lambda: self._write(w.text()))
-        return w
+        return guard_wheel(w) if isinstance(w, (QComboBox, QSpinBox, FloatSpinBox)) else w
 
     # -- model <-> widget
 

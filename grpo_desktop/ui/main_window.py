@@ -49,6 +49,7 @@ from grpo_desktop.ui.session_dialogs import (
 from grpo_desktop.ui.session_model import UNTRUSTED_CHECKER, SessionModel
 from grpo_desktop.ui.system_info import DeviceProbe, describe_device, memory_in_use
 from grpo_desktop.ui.tasks import wait_for_all
+from grpo_desktop.ui.wheel_guard import guard_wheel_in
 from grpo_desktop.ui.widgets import MessageBar
 from grpo_desktop.ui.window_fit import PREFERRED_SIZE, dock_width_for, fit_window, keep_on_screen
 from grpo_desktop.ui.worker import ACTIVE_STATES, FINAL_STATES, default_train_fn
@@ -179,6 +180,8 @@ class MainWindow(QMainWindow):
         self.probe.probed.connect(self.model.set_device_info)
         if probe_device:
             self.probe.start()
+        for dock in self.docks.values():  # the wheel edits a field only once it has focus
+            guard_wheel_in(dock)
         self._fit_to_screen()
         self._restore_layout()
         self._on_model_state_changed(self.model.state)

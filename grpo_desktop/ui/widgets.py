@@ -22,6 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from grpo_desktop.ui.wheel_guard import guard_wheel
+
 _STYLES = {
     "error": ("#fdecea", "#b3261e", "#611a15"),
     "warning": ("#fff4e5", "#b26a00", "#663c00"),
@@ -141,6 +143,8 @@ class SliderSpin(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.slider, 1)
         layout.addWidget(self.spin)
+        guard_wheel(self.slider)
+        guard_wheel(self.spin)
         self.slider.valueChanged.connect(self._on_slider_value_changed)
         self.spin.valueChanged.connect(self._on_spin_value_changed)
 
