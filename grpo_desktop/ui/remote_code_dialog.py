@@ -15,17 +15,16 @@ import os
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QDialog,
-    QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
-    QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
 from grpo_desktop.engine.remote_code import ModelCode
 from grpo_desktop.ui.code_editor import CodeEditor
+from grpo_desktop.ui.session_dialogs import trust_buttons
 
 MAX_SHOWN = 200_000  # characters of one file shown
 
@@ -70,16 +69,7 @@ class RemoteCodeDialog(QDialog):
         self.code.setObjectName("trust.code")
         self.code.setReadOnly(True)
         self.files.currentItemChanged.connect(self._on_files_current_item_changed)
-        self.trust_button = QPushButton("Trust and run")
-        self.trust_button.setAutoDefault(False)
-        self.keep_button = QPushButton("Keep off")
-        self.keep_button.setDefault(True)
-        self.trust_button.clicked.connect(self.accept)
-        self.keep_button.clicked.connect(self.reject)
-        buttons = QHBoxLayout()
-        buttons.addStretch(1)
-        buttons.addWidget(self.trust_button)
-        buttons.addWidget(self.keep_button)
+        buttons = trust_buttons(self, "Trust and run", "Keep off")
         layout = QVBoxLayout(self)
         layout.addWidget(intro)
         layout.addWidget(self.files)

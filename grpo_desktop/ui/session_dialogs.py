@@ -30,6 +30,23 @@ SAVE, DISCARD, CANCEL = "save", "discard", "cancel"
 NEW_SESSION, REPLACE = "new", "replace"
 
 
+def trust_buttons(dialog: QDialog, trust: str, keep: str) -> QHBoxLayout:
+    """The Trust / Keep row of a dialog that asks before running code from a file, as
+    `dialog.trust_button` (accepts) and `dialog.keep_button` (rejects, the default: Enter never
+    runs code by accident)."""
+    dialog.trust_button = QPushButton(trust)
+    dialog.trust_button.setAutoDefault(False)
+    dialog.keep_button = QPushButton(keep)
+    dialog.keep_button.setDefault(True)
+    dialog.trust_button.clicked.connect(dialog.accept)
+    dialog.keep_button.clicked.connect(dialog.reject)
+    row = QHBoxLayout()
+    row.addStretch(1)
+    row.addWidget(dialog.trust_button)
+    row.addWidget(dialog.keep_button)
+    return row
+
+
 class TrustDialog(QDialog):
     """Shows checker code that came from elsewhere, read-only, and asks whether it may run."""
 
@@ -55,16 +72,7 @@ class TrustDialog(QDialog):
         self.code.setObjectName("trust.code")
         self.code.setReadOnly(True)
         self.code.setPlainText(source)
-        self.trust_button = QPushButton("Trust and enable")
-        self.trust_button.setAutoDefault(False)
-        self.keep_button = QPushButton("Keep disabled")
-        self.keep_button.setDefault(True)  # Enter never runs code by accident
-        self.trust_button.clicked.connect(self.accept)
-        self.keep_button.clicked.connect(self.reject)
-        buttons = QHBoxLayout()
-        buttons.addStretch(1)
-        buttons.addWidget(self.trust_button)
-        buttons.addWidget(self.keep_button)
+        buttons = trust_buttons(self, "Trust and enable", "Keep disabled")
         layout = QVBoxLayout(self)
         layout.addWidget(intro)
         layout.addWidget(where)
