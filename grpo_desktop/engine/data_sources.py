@@ -292,6 +292,13 @@ def _load_hub(cfg: DataConfig) -> Any:
             f"{missing}, and offline mode is on (HF_HUB_OFFLINE), so there is no network to "
             f"download it. {advice}"
         )
+    from grpo_desktop.engine.hub_access import hub_host, hub_reachable
+
+    if not hub_reachable():  # offline the library retries for half a minute: say so at once
+        raise DataError(
+            f"{missing}, and the Hugging Face hub ({hub_host()[0]}) cannot be reached (no "
+            f"network). {advice}"
+        )
     try:
         return datasets.load_dataset(cfg.path, cfg.subset or None, cache_dir=cache_dir)
     except ConnectionError:

@@ -9,26 +9,44 @@ gives once the user trusted it; without one the preview uses the plain template 
 
 from __future__ import annotations
 
+import os
 import threading
 from functools import lru_cache
 from typing import Any
 
 from grpo_desktop.engine.config import DataConfig
 
-_tokenizer_lock = threading.Lock()
+_locks_lock = threading.Lock()
+_tokenizer_locks: dict[str, threading.Lock] = {}
 
 
 @lru_cache(maxsize=4)
 def _tokenizer(model_name: str, trust_remote_code: bool, remote_code) -> Any:
+    from grpo_desktop.engine.errors import ModelError
+    from grpo_desktop.engine.hub_access import (
+        cached_model_folder,
+        hub_reachable,
+        offline_model_message,
+    )
     from grpo_desktop.engine.modeling import load_tokenizer, resolve_model_path
 
-    return load_tokenizer(resolve_model_path(model_name), trust_remote_code, remote_code)
+    path = resolve_model_path(model_name)
+    if not os.path.isdir(path):  # a hub id: the local cache first, the network only if reachable
+        path = cached_model_folder(path) or path
+        if not os.path.isdir(path) and not hub_reachable():
+            raise ModelError(offline_model_message(model_name))
+    return load_tokenizer(path, trust_remote_code, remote_code)
 
 
 def tokenizer_for(model_name: str, trust_remote_code: bool = False, remote_code=None) -> Any:
     """The tokenizer of `model_name`; `remote_code` (a RemoteCodePermission) lets its own code
-    run when the setting asks for it, else loading it refuses (RemoteCodeRefused)."""
-    with _tokenizer_lock:  # one load at a time; later calls hit the cache
+    run when the setting asks for it, else loading it refuses (RemoteCodeRefused). A hub id
+    comes from the local cache when it is there; offline, one not cached fails within seconds.
+    One load per model at a time (later calls hit the cache); a slow hub id never holds up a
+    local folder's load."""
+    with _locks_lock:
+        lock = _tokenizer_locks.setdefault(model_name, threading.Lock())
+    with lock:
         return _tokenizer(model_name, trust_remote_code, remote_code)
 
 
@@ -75,7 +93,10 @@ def apply_template(
             "which has not been trusted, so it was not loaded: the preview uses the plain prompt "
             "template. Start asks whether to trust it."
         )
-    except Exception as exc:  # no such model, an offline hub id: show the plain template
+    except UserError as exc:  # no such model, an offline hub id: show the plain template
+        tokenizer = None
+        note = f"{exc} The preview uses the plain prompt template."
+    except Exception as exc:  # a broken tokenizer: show the plain template
         tokenizer = None
         note = (
             f"Could not load the tokenizer of '{model_name}' ({type(exc).__name__}: {exc}); the "

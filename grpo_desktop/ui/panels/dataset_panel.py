@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -112,7 +112,14 @@ class DatasetPanel(QWidget):
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         preview_group = QGroupBox("Preview: the first problems")
         pcol = QVBoxLayout(preview_group)
-        pcol.addWidget(self.counts_label)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop waiting for this preview (a newer one replaces it)")
+        self.cancel_button.setVisible(False)
+        self.cancel_button.clicked.connect(self.cancel_preview)
+        counts_row = QHBoxLayout()
+        counts_row.addWidget(self.counts_label, 1)
+        counts_row.addWidget(self.cancel_button, 0, Qt.AlignmentFlag.AlignTop)
+        pcol.addLayout(counts_row)
         pcol.addWidget(self.status_note)
         pcol.addWidget(self.table)
 
@@ -214,10 +221,23 @@ class DatasetPanel(QWidget):
             return
         data, seed = dataclasses.replace(cfg.data), cfg.run.seed
         self.counts_label.setText("Reading the dataset…")
+        self.tasks.cancel("template")  # a newer preview replaces the older one's template step
         self.tasks.submit("rows", lambda: read_rows(data, seed, PREVIEW_ROWS), self._on_rows_read)
+        self.cancel_button.setVisible(True)
+
+    def cancel_preview(self) -> None:
+        """Stop waiting for the preview in progress (its result, if it comes, is dropped)."""
+        reading = self.tasks.cancel("rows")
+        templating = self.tasks.cancel("template")
+        self.cancel_button.setVisible(False)
+        if reading:
+            self.counts_label.setText("Preview cancelled. Change the source to try again.")
+        elif templating:
+            self.table.setHorizontalHeaderLabels(["Prompt (chat template cancelled)", "Answer"])
 
     def _on_rows_read(self, result: dict | None, error: Exception | None) -> None:
         self.preview = result
+        self.cancel_button.setVisible(result is not None)  # the template step follows
         self.table.setRowCount(0)
         if result is None:
             self.counts_label.setText(
@@ -259,6 +279,7 @@ class DatasetPanel(QWidget):
         self.tasks.submit("template", lambda: apply_template(*args), self._on_template_applied)
 
     def _on_template_applied(self, result: dict | None, error: Exception | None) -> None:
+        self.cancel_button.setVisible(False)
         self.table.setHorizontalHeaderLabels(["Prompt as the model sees it", "Answer"])
         if result is None or self.preview is None:
             return
