@@ -320,11 +320,15 @@ class RunHistory:
         return next((h for h in reversed(self._hists) if h is not None), None)
 
     def seconds_per_step(self, window: int = 10) -> float | None:
-        """Wall time per step over the last `window` steps (evals and checkpoints included)."""
+        """Wall time per step over the last `window` steps (evals and checkpoints included), of
+        the latest stretch of the run only: a continued run counts its time from 0 again."""
         elapsed = self._cols.get("elapsed")
         n = len(elapsed)
         if n == 0 or math.isnan(elapsed[-1]):
             return None
+        drops = np.flatnonzero(np.diff(elapsed[-(window + 1) :]) < 0)
+        if len(drops):  # continued: keep the steps since the clock started again
+            n = min(n, window + 1) - (int(drops[-1]) + 1)
         if n == 1:
             step_time = self.latest("step_time")
             return step_time

@@ -250,6 +250,12 @@ class MainWindow(QMainWindow):
             self.docks["reward"].show()
             self.docks["reward"].raise_()
             return False
+        blocker = self.dataset_panel.start_blocker()
+        if blocker:  # the Dataset panel already shows that this data cannot train
+            self.show_message("error", f"Cannot start: {blocker}")
+            self.docks["dataset"].show()
+            self.docks["dataset"].raise_()
+            return False
         resume = not fresh and self.model.can_continue()
         if not self.session.check_model_code(self.model.doc.path, resume):
             return False  # the model's own code stays off: nothing that would run it starts

@@ -14,7 +14,15 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QLabel, QProgressBar, QStyle, QWidget
 
-from grpo_desktop.ui.worker import ACTIVE_STATES, IDLE, PAUSED, RUNNING, STARTING, STOPPING
+from grpo_desktop.ui.worker import (
+    ACTIVE_STATES,
+    FINAL_STATES,
+    IDLE,
+    PAUSED,
+    RUNNING,
+    STARTING,
+    STOPPING,
+)
 
 STATE_TEXT = {
     "idle": "Ready",
@@ -84,6 +92,9 @@ class RunControls(QObject):
         self.progress_label.setMinimumWidth(200)
         self.progress_label.setContentsMargins(10, 0, 10, 0)
         self.paused_at: int | None = None
+        # The runner keeps its last state (finished, failed…) when another session is opened;
+        # that state then describes no run of this session and is shown as idle.
+        self._final_is_ours = False
 
         self.start_action.triggered.connect(self.start_requested)
         self.start_over_action.triggered.connect(self.start_over_requested)
@@ -122,7 +133,13 @@ class RunControls(QObject):
         if (section, name) == ("run", "max_steps"):
             self.update_start_action()
 
+    def _state(self) -> str:
+        """The runner's state as this session sees it (IDLE for a previous session's end)."""
+        state = self.model.state
+        return IDLE if state in FINAL_STATES and not self._final_is_ours else state
+
     def _on_model_session_replaced(self) -> None:
+        self._final_is_ours = self.model.running
         h = self.model.history
         self.progress.setRange(0, max(1, h.total_steps))
         self.progress.setValue(h.last_step)
@@ -136,7 +153,7 @@ class RunControls(QObject):
             self.model.pause()
 
     def state_text(self) -> str:
-        state = self.model.state
+        state = self._state()
         if state == PAUSED and self.paused_at is not None:
             return f"Paused after step {self.paused_at}"
         if state == IDLE and self.model.history.run is not None:  # an opened session's run
@@ -148,6 +165,8 @@ class RunControls(QObject):
 
     def _on_model_state_changed(self, state: str) -> None:
         active = state in ACTIVE_STATES
+        if active:
+            self._final_is_ours = True  # this session's run (even one that fails to start)
         self.start_action.setEnabled(not active)
         self.pause_action.setEnabled(state in (RUNNING, PAUSED))
         self.pause_action.setText("Resume" if state == PAUSED else "Pause")
@@ -159,11 +178,12 @@ class RunControls(QObject):
             self.progress_label.setText("Loading the model and data…")
         elif not active and self.progress.maximum() == 0:
             self.progress.setRange(0, 1)
-            self.progress_label.setText(STATE_TEXT.get(state, state))
+            self.progress_label.setText(STATE_TEXT.get(self._state(), state))
         self._update_text()
         self.update_start_action()
 
     def _on_model_run_started(self, event) -> None:
+        self._final_is_ours = True
         self.progress.setRange(0, max(1, event.total_steps))
         self.progress.setValue(event.start_step)
         self._update_text()
@@ -184,7 +204,7 @@ class RunControls(QObject):
         if not h.total_steps:
             return
         text = f"step {h.last_step} / {h.total_steps}"
-        state = self.model.state
+        state = self._state()
         eta = h.eta_seconds() if state in (RUNNING, STOPPING) else None
         if eta is not None and h.last_step < h.total_steps:
             text += f" · {format_duration(eta)} left"

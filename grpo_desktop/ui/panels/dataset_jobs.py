@@ -58,11 +58,15 @@ def read_rows(data: DataConfig, seed: int, n: int = 8) -> dict[str, Any]:
 
     columns, rows = preview_rows(data, n)
     out: dict[str, Any] = {"columns": columns, "notes": [], "train": None, "eval": None}
+    out["blocker"] = None  # why a run on this data could not start (Start says so too)
     try:
         loaded = load_data(data, seed=seed)
         out.update(train=len(loaded.train), eval=len(loaded.eval), desc=loaded.source_desc)
+        if not loaded.train:
+            out["blocker"] = "The held-out split leaves no problems to train on."
     except UserError as exc:
         out["notes"].append(str(exc))
+        out["blocker"] = str(exc)
     problems = [row.get(data.prompt_column) for row in rows]
     out["problems"] = [None if p is None else str(p) for p in problems]
     out["answers"] = [parse_answer(row.get(data.answer_column)) for row in rows]

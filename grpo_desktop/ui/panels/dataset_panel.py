@@ -222,8 +222,20 @@ class DatasetPanel(QWidget):
         data, seed = dataclasses.replace(cfg.data), cfg.run.seed
         self.counts_label.setText("Reading the dataset…")
         self.tasks.cancel("template")  # a newer preview replaces the older one's template step
-        self.tasks.submit("rows", lambda: read_rows(data, seed, PREVIEW_ROWS), self._on_rows_read)
+        self.tasks.submit(
+            "rows",
+            lambda: {**read_rows(data, seed, PREVIEW_ROWS), "of": (data, seed)},
+            self._on_rows_read,
+        )
         self.cancel_button.setVisible(True)
+
+    def start_blocker(self) -> str:
+        """Why training cannot start on the data the preview shows now ('' when it can, or when
+        the preview is not of the current settings)."""
+        cfg = self.model.config
+        if self.preview is None or self.preview.get("of") != (cfg.data, cfg.run.seed):
+            return ""
+        return self.preview.get("blocker") or ""
 
     def cancel_preview(self) -> None:
         """Stop waiting for the preview in progress (its result, if it comes, is dropped)."""
