@@ -29,6 +29,19 @@ LIBRARIES = (
 )
 
 
+def _check_qt_system_libraries() -> str:
+    from grpo_desktop.ui.qt_libs import advice, missing_xcb_libraries, uses_xcb
+
+    if not uses_xcb():
+        return "Qt system libraries: the X11 plugin is not used here"
+    missing = missing_xcb_libraries()
+    if missing and os.environ.get("DISPLAY"):
+        raise RuntimeError(advice(missing))
+    if missing:  # a headless machine: the checks below run offscreen, the window would not
+        return f"Qt system libraries: no display; a window would need: {', '.join(missing)}"
+    return "Qt system libraries for X11 (xcb) all found"
+
+
 def _check_qt() -> str:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
@@ -102,7 +115,10 @@ def _check_window() -> str:
 
 
 def run_self_test(out=sys.stdout) -> int:
-    checks: list[tuple[str, Callable[[], str]]] = [("qt", _check_qt)]
+    checks: list[tuple[str, Callable[[], str]]] = [
+        ("qt system libraries", _check_qt_system_libraries)
+    ]
+    checks.append(("qt", _check_qt))
     checks += [(name, _check_library(name)) for name in LIBRARIES]
     checks += [
         ("float32 products", _check_products),
@@ -119,7 +135,8 @@ def run_self_test(out=sys.stdout) -> int:
         except Exception as exc:  # report every failure, keep checking the rest
             failed += 1
             print(f"FAIL  {name}: {type(exc).__name__}: {exc}", file=out, flush=True)
-            print("      " + traceback.format_exc().replace("\n", "\n      "), file=out)
+            if name != "qt system libraries":  # its message says everything
+                print("      " + traceback.format_exc().replace("\n", "\n      "), file=out)
     verdict = "all checks passed" if not failed else f"{failed} of {len(checks)} checks FAILED"
     print(f"self-test: {verdict}", file=out, flush=True)
     return 0 if not failed else 1

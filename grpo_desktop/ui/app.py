@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
 from grpo_desktop.ui.compat import drop_platform_noise
+from grpo_desktop.ui.qt_libs import advice, missing_xcb_libraries
 from grpo_desktop.ui.session_dialogs import DISCARD
 from grpo_desktop.ui.worker import FAILED, FINAL_STATES
 
@@ -112,6 +113,11 @@ def run_app(
 
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     drop_platform_noise()
+    if QApplication.instance() is None:
+        missing = missing_xcb_libraries()  # else Qt aborts with "could not load … xcb"
+        if missing:
+            print(f"grpo-desktop: {advice(missing)}", file=sys.stderr)
+            return 2
     app = QApplication.instance() or QApplication(sys.argv)
     app.setApplicationName("GRPO Desktop")
     app.setOrganizationName("GRPO Desktop")
