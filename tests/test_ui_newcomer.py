@@ -10,7 +10,7 @@ import threading
 
 import pytest
 from conftest import make_fake_train
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, Qt
 
 from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.engine.events import RunFinished, RunStarted, StepMetrics
@@ -66,7 +66,9 @@ def test_start_is_refused_when_the_preview_shows_nothing_left_to_train_on(
     assert not w.docks["dataset"].visibleRegion().isEmpty()  # the panel that says why is shown
     # Fixed in the panel: the preview follows and Start goes.
     model.set_value("data", "eval_size", 2)
-    qtbot.waitUntil(lambda: "3</b> problems for training" in panel.counts_label.text(), timeout=15_000)
+    qtbot.waitUntil(
+        lambda: "3</b> problems for training" in panel.counts_label.text(), timeout=15_000
+    )
     assert w.start_run()
     qtbot.waitUntil(lambda: w.model.state == FINISHED, timeout=10_000)
 
@@ -135,3 +137,29 @@ def test_seconds_per_step_counts_only_the_stretch_since_the_clock_restarted():
     h.append(StepMetrics(6, 20, {"step_time": 9.0}, {}, 20.0))
     assert h.seconds_per_step() == pytest.approx(8.0)
     assert h.eta_seconds() == pytest.approx(8.0 * 14)
+
+
+def test_the_welcome_says_what_to_do_first_and_once_dismissed_never_comes_back(qtbot, make_window):
+    w = make_window()
+    assert w.welcome.isVisible()
+    text = w.welcome.label.text()
+    assert "Train the demo first" in text and "Start" in text and "Held-out accuracy" in text
+    assert "Dataset" in text and "Rollouts" in text
+    qtbot.mouseClick(w.welcome.got_it, Qt.MouseButton.LeftButton)
+    assert not w.welcome.isVisible()
+    w.close()
+    again = make_window()  # the same settings file: a later launch
+    assert not again.welcome.isVisible()
+    again.controls.start_action.trigger()
+    qtbot.waitUntil(lambda: again.model.state == FINISHED, timeout=10_000)
+    assert not again.welcome.isVisible()
+
+
+def test_starting_a_run_folds_the_welcome_until_the_next_launch(qtbot, make_window):
+    w = make_window()
+    assert w.welcome.isVisible()
+    w.controls.start_action.trigger()
+    qtbot.waitUntil(lambda: w.model.state == FINISHED, timeout=10_000)
+    assert not w.welcome.isVisible()
+    w.close()
+    assert make_window().welcome.isVisible()  # not dismissed: it is back

@@ -49,6 +49,7 @@ from grpo_desktop.ui.session_dialogs import (
 from grpo_desktop.ui.session_model import UNTRUSTED_CHECKER, SessionModel
 from grpo_desktop.ui.system_info import DeviceProbe, describe_device, memory_in_use
 from grpo_desktop.ui.tasks import wait_for_all
+from grpo_desktop.ui.welcome import WelcomePanel
 from grpo_desktop.ui.wheel_guard import guard_wheel_in
 from grpo_desktop.ui.widgets import MessageBar
 from grpo_desktop.ui.window_fit import PREFERRED_SIZE, dock_width_for, fit_window, keep_on_screen
@@ -146,6 +147,8 @@ class MainWindow(QMainWindow):
             self.model, self.controls.start_action, self.controls.start_over_action
         )
         self._central_column.insertWidget(1, self.resume_banner)
+        self.welcome = WelcomePanel(self.settings)
+        self._central_column.insertWidget(2, self.welcome)
         self.session = SessionController(self, self.settings)
         self.state_label = QLabel()
         self.device_label = QLabel("Checking the device…")
@@ -294,6 +297,7 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, self.close)
 
     def _on_model_run_started(self, event) -> None:
+        self.welcome.fold()
         self.device_label.setText(f"Training on {event.device}")
         self.run_summary.setText(_short_model_name(event.model))
         self.state_label.setText(self.controls.state_text())
