@@ -186,3 +186,57 @@ def test_every_number_and_choice_field_of_the_settings_panels_waits_for_focus(
     w.model_panel.setFocus()
     _wheel(combo, dy=-120)
     assert combo.currentIndex() == index
+
+
+CHECKER_PROBE = r"""
+import json, sys
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QApplication
+app = QApplication(sys.argv)
+from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.ui.main_window import MainWindow
+from grpo_desktop.ui.tasks import wait_for_all
+w = MainWindow(demo_config(), settings=QSettings(sys.argv[1], QSettings.Format.IniFormat),
+               probe_device=False)
+w.session.ask_save_changes = lambda _name: "discard"
+w.show()
+w.docks["reward"].raise_()
+panel = w.reward_panel
+panel.editor.setPlainText(
+    "def check(completion, answer, prompt):\n"
+    "    raise ValueError('this checker fails on every sample with a long, long message')\n"
+)
+panel.test_checker()
+while not panel.test_button.isEnabled():
+    app.processEvents()
+for _ in range(5):
+    app.processEvents()
+area = w.docks["reward"].widget()
+button = panel.test_button
+right = button.mapTo(area.viewport(), button.rect().topRight()).x()
+print(json.dumps({
+    "status": panel.test_status.text(),
+    "h_scroll_max": area.horizontalScrollBar().maximum(),
+    "button_right": right,
+    "viewport_w": area.viewport().width(),
+}))
+wait_for_all()
+w.close()
+"""
+
+
+def test_after_a_checker_test_the_reward_panel_keeps_test_checker_in_view(tmp_path):
+    screen = _screen_config(tmp_path, 1280, 720)
+    env = dict(os.environ, QT_QPA_PLATFORM=f"offscreen:configfile={screen}")
+    out = subprocess.run(
+        [sys.executable, "-c", CHECKER_PROBE, str(tmp_path / "s.ini")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "failed" in info["status"], info
+    assert info["h_scroll_max"] == 0, info  # nothing wider than the panel
+    assert 0 < info["button_right"] <= info["viewport_w"], info

@@ -135,6 +135,7 @@ class RewardPanel(QWidget):
         self.test_button = QPushButton("Test checker")
         self.test_button.setToolTip(TEST_TIP)
         self.test_status = QLabel()
+        self.test_status.setWordWrap(True)  # a long result wraps; it never widens the panel
         self.results_table = QTableWidget(0, 4)
         self.results_table.setHorizontalHeaderLabels(["Completion", "Answer", "Score", "Error"])
         header = self.results_table.horizontalHeader()
@@ -154,7 +155,6 @@ class RewardPanel(QWidget):
         buttons = QHBoxLayout()
         buttons.addWidget(self.example_button)
         buttons.addStretch(1)
-        buttons.addWidget(self.test_status)
         buttons.addWidget(self.test_button)
         checker = QGroupBox("Your own checker (Python)")
         ccol = QVBoxLayout(checker)
@@ -169,6 +169,7 @@ class RewardPanel(QWidget):
         ccol.addWidget(self.editor, 2)
         ccol.addWidget(self.compile_note)
         ccol.addLayout(buttons)
+        ccol.addWidget(self.test_status)
         ccol.addWidget(self.results_table, 1)
         ccol.addWidget(self.checker_form)
 
