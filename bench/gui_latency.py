@@ -59,7 +59,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from grpo_desktop.engine.events import EvalResult, RunStarted, StepMetrics  # noqa: E402
 from grpo_desktop.ui.app import GIL_SWITCH_INTERVAL_S, create_main_window  # noqa: E402
 from grpo_desktop.ui.compat import drop_platform_noise  # noqa: E402
-from grpo_desktop.ui.worker import FINAL_STATES  # noqa: E402
+from grpo_desktop.ui.run.worker import FINAL_STATES  # noqa: E402
 
 PROBE_MS = 10
 

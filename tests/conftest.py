@@ -103,13 +103,13 @@ def _running_qthreads(deep: bool) -> list[str]:
     """Names of QThreads still running; background jobs get a few seconds to finish first.
     `deep` also scans every live QThread wrapper (slower, so only for the UI tests)."""
     found = []
-    if "grpo_desktop.ui.tasks" in sys.modules:
-        from grpo_desktop.ui import tasks
+    if "grpo_desktop.ui.common.tasks" in sys.modules:
+        from grpo_desktop.ui.common import tasks
 
         if not tasks.wait_for_all(10_000):
             found.append(f"{tasks.active_jobs()} background job(s)")
-    if "grpo_desktop.ui.worker" in sys.modules:
-        from grpo_desktop.ui.worker import live_threads
+    if "grpo_desktop.ui.run.worker" in sys.modules:
+        from grpo_desktop.ui.run.worker import live_threads
 
         for thread in live_threads():
             found.append(thread.objectName() or "training thread")

@@ -182,7 +182,7 @@ def test_a_full_disk_in_the_window_inner(qtbot, show_window, tmp_path, micro_mod
 
     from grpo_desktop.session.document import new_session
     from grpo_desktop.ui.main_window import MainWindow
-    from grpo_desktop.ui.worker import FAILED, FINISHED
+    from grpo_desktop.ui.run.worker import FAILED, FINISHED
 
     cfg = small_config(micro_model_dir, steps=3)
     size = _checkpoint_size(cfg, str(tmp_path / "measure"))

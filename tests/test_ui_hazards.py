@@ -15,9 +15,9 @@ from PySide6.QtWidgets import QApplication
 
 from grpo_desktop.engine.events import read_events
 from grpo_desktop.ui.main_window import MainWindow
-from grpo_desktop.ui.remote_code_dialog import RemoteCodeDialog
-from grpo_desktop.ui.session_model import UNTRUSTED_MODEL_CODE
-from grpo_desktop.ui.worker import FINISHED, IDLE
+from grpo_desktop.ui.run.worker import FINISHED, IDLE
+from grpo_desktop.ui.session.model import UNTRUSTED_MODEL_CODE
+from grpo_desktop.ui.session.remote_code_dialog import RemoteCodeDialog
 
 
 @pytest.fixture

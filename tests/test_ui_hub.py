@@ -17,9 +17,9 @@ import pytest
 from grpo_desktop.engine import hub_access
 from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.session.document import new_session
+from grpo_desktop.ui.common.tasks import wait_for_all
 from grpo_desktop.ui.panels.dataset_panel import DatasetPanel
-from grpo_desktop.ui.session_model import SessionModel
-from grpo_desktop.ui.tasks import wait_for_all
+from grpo_desktop.ui.session.model import SessionModel
 
 
 def _closed_port() -> int:

@@ -172,8 +172,8 @@ def test_every_number_and_choice_field_of_the_settings_panels_waits_for_focus(
     from PySide6.QtCore import QSettings, Qt
 
     from grpo_desktop.engine.demo import demo_config
+    from grpo_desktop.ui.common.wheel_guard import GUARDED
     from grpo_desktop.ui.main_window import MainWindow
-    from grpo_desktop.ui.wheel_guard import GUARDED
 
     settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
     w = show_window(MainWindow(demo_config(), settings=settings, probe_device=False))
@@ -195,7 +195,7 @@ from PySide6.QtWidgets import QApplication
 app = QApplication(sys.argv)
 from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.ui.main_window import MainWindow
-from grpo_desktop.ui.tasks import wait_for_all
+from grpo_desktop.ui.common.tasks import wait_for_all
 w = MainWindow(demo_config(), settings=QSettings(sys.argv[1], QSettings.Format.IniFormat),
                probe_device=False)
 w.session.ask_save_changes = lambda _name: "discard"

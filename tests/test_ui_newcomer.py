@@ -16,7 +16,7 @@ from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.engine.events import RunFinished, RunStarted, StepMetrics
 from grpo_desktop.session.history import RunHistory
 from grpo_desktop.ui.main_window import MainWindow
-from grpo_desktop.ui.worker import FAILED, FINISHED
+from grpo_desktop.ui.run.worker import FAILED, FINISHED
 
 
 def small_config(steps: int = 3):

@@ -25,12 +25,12 @@ from PySide6.QtWidgets import (
 from grpo_desktop.engine.config import PRESETS, SECTIONS, TrainConfig
 from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.session.document import SessionDocument
+from grpo_desktop.ui.common.widgets import SliderSpin
 from grpo_desktop.ui.panels.dataset_panel import DatasetPanel
 from grpo_desktop.ui.panels.hyper_panel import HyperPanel
 from grpo_desktop.ui.panels.model_panel import ModelPanel
 from grpo_desktop.ui.panels.reward_panel import RewardPanel
-from grpo_desktop.ui.session_model import SessionModel
-from grpo_desktop.ui.widgets import SliderSpin
+from grpo_desktop.ui.session.model import SessionModel
 
 PANELS = (ModelPanel, DatasetPanel, RewardPanel, HyperPanel)
 

@@ -11,9 +11,9 @@ import pytest
 
 from grpo_desktop.engine.events import StepMetrics
 from grpo_desktop.session.history import RunHistory
-from grpo_desktop.ui.plot_decimate import MeanDecimator, MinMaxDecimator, bucket_size, ema
-from grpo_desktop.ui.plot_hist import nice_ceiling, sticky_limit
-from grpo_desktop.ui.plot_kit import follow_range, sticky_range
+from grpo_desktop.ui.plots.decimate import MeanDecimator, MinMaxDecimator, bucket_size, ema
+from grpo_desktop.ui.plots.hist import nice_ceiling, sticky_limit
+from grpo_desktop.ui.plots.kit import follow_range, sticky_range
 
 
 def test_bucket_size_gives_between_one_and_two_buckets_per_pixel():

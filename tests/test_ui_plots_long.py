@@ -17,9 +17,9 @@ from PySide6.QtWidgets import QGraphicsItem
 
 from grpo_desktop.engine.events import EvalResult, RunStarted, StepMetrics
 from grpo_desktop.session.history import RunHistory
-from grpo_desktop.ui.plot_decimate import ema
-from grpo_desktop.ui.plot_kit import format_value
-from grpo_desktop.ui.plots import PlotsView
+from grpo_desktop.ui.plots.decimate import ema
+from grpo_desktop.ui.plots.kit import format_value
+from grpo_desktop.ui.plots.view import PlotsView
 
 N = 5_000
 NO_CACHE = QGraphicsItem.CacheMode.NoCache

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QToolButton
 
 from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.ui.main_window import MainWindow
-from grpo_desktop.ui.worker import FAILED, PAUSED, RUNNING, STOPPED
+from grpo_desktop.ui.run.worker import FAILED, PAUSED, RUNNING, STOPPED
 
 B, G, N = 2, 2, 3
 

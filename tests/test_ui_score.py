@@ -15,7 +15,7 @@ from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.session.document import SessionDocument
 from grpo_desktop.ui.panels.reward_panel import RewardPanel
 from grpo_desktop.ui.panels.score_dialog import ScoreDialog
-from grpo_desktop.ui.session_model import UNTRUSTED_CHECKER, SessionModel
+from grpo_desktop.ui.session.model import UNTRUSTED_CHECKER, SessionModel
 
 pytestmark = pytest.mark.timeout(120)
 

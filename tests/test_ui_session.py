@@ -20,8 +20,8 @@ from grpo_desktop.session import recovery
 from grpo_desktop.session.document import load_session, new_session
 from grpo_desktop.session.trust import TrustStore
 from grpo_desktop.ui.main_window import MainWindow
-from grpo_desktop.ui.session_dialogs import RecoveryDialog, TrustDialog
-from grpo_desktop.ui.worker import FINISHED, STOPPED
+from grpo_desktop.ui.run.worker import FINISHED, STOPPED
+from grpo_desktop.ui.session.dialogs import RecoveryDialog, TrustDialog
 
 B, G, N = 2, 4, 5
 CHECKER = "def check(completion, answer, prompt):\n    return 1.0\n"

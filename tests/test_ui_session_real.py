@@ -16,7 +16,7 @@ from PySide6.QtCore import QSettings
 from grpo_desktop.engine.checkpoint import list_checkpoints
 from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.ui.main_window import MainWindow
-from grpo_desktop.ui.worker import FINISHED, STOPPED
+from grpo_desktop.ui.run.worker import FINISHED, STOPPED
 
 TOTAL = 6
 

@@ -8,11 +8,11 @@ import sys
 import numpy as np
 import pytest
 
-from grpo_desktop.ui.code_editor import CodeEditor
-from grpo_desktop.ui.plot_kit import Smoother, format_value
-from grpo_desktop.ui.rollout_detail import explain_advantage, highlight_completion
-from grpo_desktop.ui.rollout_table import filter_pattern, group_spreads
-from grpo_desktop.ui.widgets import FloatSpinBox
+from grpo_desktop.ui.common.code_editor import CodeEditor
+from grpo_desktop.ui.common.widgets import FloatSpinBox
+from grpo_desktop.ui.inspector.detail import explain_advantage, highlight_completion
+from grpo_desktop.ui.inspector.table import filter_pattern, group_spreads
+from grpo_desktop.ui.plots.kit import Smoother, format_value
 
 
 def test_smoothing_is_a_debiased_ema_extended_incrementally():

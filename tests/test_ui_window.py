@@ -12,7 +12,7 @@ from PySide6.QtCore import QPointF, QSettings, Qt, QTimer
 from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.ui.app import ScriptedRun
 from grpo_desktop.ui.main_window import MainWindow
-from grpo_desktop.ui.worker import FAILED, FINISHED, RUNNING, STOPPED
+from grpo_desktop.ui.run.worker import FAILED, FINISHED, RUNNING, STOPPED
 
 B, G, N = 2, 4, 5
 

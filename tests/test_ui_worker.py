@@ -6,7 +6,7 @@ import pytest
 from conftest import make_fake_train
 
 from grpo_desktop.engine.demo import demo_config
-from grpo_desktop.ui.worker import (
+from grpo_desktop.ui.run.worker import (
     FAILED,
     FINISHED,
     PAUSED,

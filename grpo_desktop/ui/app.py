@@ -22,8 +22,8 @@ from PySide6.QtWidgets import QApplication
 
 from grpo_desktop.ui.compat import drop_platform_noise
 from grpo_desktop.ui.qt_libs import advice, missing_xcb_libraries
-from grpo_desktop.ui.session_dialogs import DISCARD
-from grpo_desktop.ui.worker import FAILED, FINAL_STATES
+from grpo_desktop.ui.run.worker import FAILED, FINAL_STATES
+from grpo_desktop.ui.session.dialogs import DISCARD
 
 # The training thread runs Python code most of the time (sampling small models is dominated by
 # interpreter overhead), and every Qt callback into Python must win the GIL from it: a switch

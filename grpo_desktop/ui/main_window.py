@@ -31,29 +31,29 @@ from PySide6.QtWidgets import (
 
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.session.document import SessionDocument, new_session
-from grpo_desktop.ui.inspector import InspectorView
-from grpo_desktop.ui.log_view import LogView
+from grpo_desktop.ui.common.tasks import wait_for_all
+from grpo_desktop.ui.common.wheel_guard import guard_wheel_in
+from grpo_desktop.ui.common.widgets import MessageBar
+from grpo_desktop.ui.inspector.view import InspectorView
 from grpo_desktop.ui.panels.dataset_panel import DatasetPanel
 from grpo_desktop.ui.panels.hyper_panel import HyperPanel
 from grpo_desktop.ui.panels.model_panel import ModelPanel
 from grpo_desktop.ui.panels.reward_panel import RewardPanel
-from grpo_desktop.ui.plots import PlotsView
-from grpo_desktop.ui.resume_banner import ResumeBanner
-from grpo_desktop.ui.run_controls import RunControls
-from grpo_desktop.ui.session_controller import SessionController, untitled_document
-from grpo_desktop.ui.session_dialogs import (
+from grpo_desktop.ui.plots.view import PlotsView
+from grpo_desktop.ui.run.controls import RunControls
+from grpo_desktop.ui.run.log_view import LogView
+from grpo_desktop.ui.run.system_info import DeviceProbe, describe_device, memory_in_use
+from grpo_desktop.ui.run.worker import ACTIVE_STATES, FINAL_STATES, default_train_fn
+from grpo_desktop.ui.session.controller import SessionController, untitled_document
+from grpo_desktop.ui.session.dialogs import (
     CANCEL,
     NEW_SESSION,
     ask_start_with_failed_checker,
 )
-from grpo_desktop.ui.session_model import UNTRUSTED_CHECKER, SessionModel
-from grpo_desktop.ui.system_info import DeviceProbe, describe_device, memory_in_use
-from grpo_desktop.ui.tasks import wait_for_all
+from grpo_desktop.ui.session.model import UNTRUSTED_CHECKER, SessionModel
+from grpo_desktop.ui.session.resume_banner import ResumeBanner
 from grpo_desktop.ui.welcome import WelcomePanel
-from grpo_desktop.ui.wheel_guard import guard_wheel_in
-from grpo_desktop.ui.widgets import MessageBar
 from grpo_desktop.ui.window_fit import PREFERRED_SIZE, dock_width_for, fit_window, keep_on_screen
-from grpo_desktop.ui.worker import ACTIVE_STATES, FINAL_STATES, default_train_fn
 
 LAYOUT_VERSION = 1
 DEFAULT_SIZE = PREFERRED_SIZE  # clamped to the screen's available area (window_fit)

@@ -1,6 +1,6 @@
 """Background work of the Dataset panel: read the first rows, count the splits, apply the template.
 
-Runs in the app's thread pool (ui/tasks.py), never on the GUI thread. Two steps, so the first
+Runs in the app's thread pool (ui/common/tasks.py), never on the GUI thread. Two steps, so the first
 rows show at once: `read_rows` (the data source only) and `apply_template` (loads the model's
 tokenizer, which imports transformers and can take seconds). Both return plain data.
 A tokenizer's own code (model.trust_remote_code) runs only with the permission the session model

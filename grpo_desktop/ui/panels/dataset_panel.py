@@ -27,10 +27,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.ui.form import ConfigForm, messages_for, tooltip_for
+from grpo_desktop.ui.common.form import ConfigForm, messages_for, tooltip_for
+from grpo_desktop.ui.common.tasks import BackgroundTasks
+from grpo_desktop.ui.common.widgets import note_label, set_note, wrapped_label
 from grpo_desktop.ui.panels.dataset_jobs import apply_template, read_rows
-from grpo_desktop.ui.tasks import BackgroundTasks
-from grpo_desktop.ui.widgets import note_label, set_note, wrapped_label
 
 SOURCES = (
     ("arithmetic", "Built-in arithmetic problems"),

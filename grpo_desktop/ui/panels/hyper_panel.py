@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
 )
 
 from grpo_desktop.engine.config import PRESET_LABELS, SECTIONS
-from grpo_desktop.ui.form import CROSS_FIELD, ConfigForm
-from grpo_desktop.ui.widgets import note_label, rich_tooltip, set_note
+from grpo_desktop.ui.common.form import CROSS_FIELD, ConfigForm
+from grpo_desktop.ui.common.widgets import note_label, rich_tooltip, set_note
 
 HYPER_SECTIONS = ("algorithm", "run")
 PRESET_HELP = {

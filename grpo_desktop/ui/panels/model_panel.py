@@ -21,10 +21,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.ui.form import ConfigForm, messages_for, tooltip_for
-from grpo_desktop.ui.system_info import cached_models, describe_device, hub_cache_dir
-from grpo_desktop.ui.tasks import BackgroundTasks
-from grpo_desktop.ui.widgets import note_label, set_note, wrapped_label
+from grpo_desktop.ui.common.form import ConfigForm, messages_for, tooltip_for
+from grpo_desktop.ui.common.tasks import BackgroundTasks
+from grpo_desktop.ui.common.widgets import note_label, set_note, wrapped_label
+from grpo_desktop.ui.run.system_info import cached_models, describe_device, hub_cache_dir
 
 BUILTIN = "builtin:demo"
 NO_CUDA = "4-bit needs a CUDA GPU, and PyTorch sees none on this computer."

@@ -32,12 +32,12 @@ from PySide6.QtWidgets import (
 
 from grpo_desktop.engine.checker import compile_checker, test_checker
 from grpo_desktop.engine.errors import CheckerError
-from grpo_desktop.ui.code_editor import CodeEditor
-from grpo_desktop.ui.form import ConfigForm, tooltip_for
+from grpo_desktop.ui.common.code_editor import CodeEditor
+from grpo_desktop.ui.common.form import ConfigForm, tooltip_for
+from grpo_desktop.ui.common.tasks import BackgroundTasks
+from grpo_desktop.ui.common.widgets import SliderSpin, note_label, set_note, wrapped_label
 from grpo_desktop.ui.panels.score_dialog import ScoreFileRow
-from grpo_desktop.ui.session_model import UNTRUSTED_CHECKER
-from grpo_desktop.ui.tasks import BackgroundTasks
-from grpo_desktop.ui.widgets import SliderSpin, note_label, set_note, wrapped_label
+from grpo_desktop.ui.session.model import UNTRUSTED_CHECKER
 
 EXAMPLE_CHECKER = '''\
 def check(completion, answer, prompt):

@@ -39,9 +39,9 @@ from PySide6.QtWidgets import (
 from grpo_desktop.engine.config import RewardsConfig
 from grpo_desktop.engine.errors import UserError
 from grpo_desktop.engine.score_file import ScoreReport, score_file, summary_line
-from grpo_desktop.ui.session_model import UNTRUSTED_CHECKER
-from grpo_desktop.ui.tasks import BackgroundTasks
-from grpo_desktop.ui.widgets import wrapped_label
+from grpo_desktop.ui.common.tasks import BackgroundTasks
+from grpo_desktop.ui.common.widgets import wrapped_label
+from grpo_desktop.ui.session.model import UNTRUSTED_CHECKER
 
 SCORE_FILE_TIP = (
     "Score a file of sample answers with these reward settings before you train: a silently "

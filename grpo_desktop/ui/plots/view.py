@@ -6,7 +6,7 @@ One GraphicsLayoutWidget holds every plot; the step plots share (link) their x a
 is one PlotDataItem updated with `setData` by a 10 Hz timer only when the history changed, so a
 burst of events costs one redraw; a new step reaches the plots a few at a time over the next
 ticks (a short stall each instead of one long one), a new run all at once. Curves draw their
-data decimated to the pixels (plot_kit, plot_decimate): with 10,000 steps a full redraw takes
+data decimated to the pixels (kit, decimate): with 10,000 steps a full redraw takes
 about 8 ms of CPU (bench/gui_latency.py). Hovering shows the exact values at that step and a
 cursor line on every plot; clicking a point asks the session model to show that step's
 rollouts; right-click a plot to save it as PNG or SVG. The smoothing slider applies a debiased
@@ -34,9 +34,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.ui.plot_export import render_plot
-from grpo_desktop.ui.plot_hist import HeatStrip, LatestHistogram
-from grpo_desktop.ui.plot_kit import (
+from grpo_desktop.ui.plots.export import render_plot
+from grpo_desktop.ui.plots.hist import HeatStrip, LatestHistogram
+from grpo_desktop.ui.plots.kit import (
     PALETTE,
     PART_COLORS,
     Smoother,

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.ui.wheel_guard import guard_wheel
+from grpo_desktop.ui.common.wheel_guard import guard_wheel
 
 _STYLES = {
     "error": ("#fdecea", "#b3261e", "#611a15"),

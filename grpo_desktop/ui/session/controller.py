@@ -37,10 +37,10 @@ from grpo_desktop.session.document import (
     new_session,
 )
 from grpo_desktop.session.fsio import atomic_write_text
-from grpo_desktop.ui import session_dialogs as dialogs
-from grpo_desktop.ui.remote_code_dialog import RemoteCodeDialog
-from grpo_desktop.ui.session_model import UNTRUSTED_CHECKER, UNTRUSTED_MODEL_CODE
-from grpo_desktop.ui.worker import ACTIVE_STATES
+from grpo_desktop.ui.run.worker import ACTIVE_STATES
+from grpo_desktop.ui.session import dialogs as dialogs
+from grpo_desktop.ui.session.model import UNTRUSTED_CHECKER, UNTRUSTED_MODEL_CODE
+from grpo_desktop.ui.session.remote_code_dialog import RemoteCodeDialog
 
 AUTOSAVE_MS = 2000
 MAX_RECENT = 10

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.ui.code_editor import CodeEditor
+from grpo_desktop.ui.common.code_editor import CodeEditor
 
 SAVE, DISCARD, CANCEL = "save", "discard", "cancel"
 NEW_SESSION, REPLACE = "new", "replace"

@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
 )
 
 from grpo_desktop.engine.config import SECTIONS
-from grpo_desktop.ui.wheel_guard import guard_wheel
-from grpo_desktop.ui.widgets import FloatSpinBox, note_label, rich_tooltip, set_note
+from grpo_desktop.ui.common.wheel_guard import guard_wheel
+from grpo_desktop.ui.common.widgets import FloatSpinBox, note_label, rich_tooltip, set_note
 
 INT_MAX = 2**31 - 1
 MULTILINE = {("data", "system_prompt")}

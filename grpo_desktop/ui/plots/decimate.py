@@ -14,7 +14,7 @@ covers. `MeanDecimator` averages rows of the heat map the same way.
 computed with numpy (a weight change recomputes 10,000 points in a few milliseconds).
 
 Pure numpy; no Qt. Try it:
-    python -c "import numpy as np; from grpo_desktop.ui.plot_decimate import MinMaxDecimator; \
+    python -c "import numpy as np; from grpo_desktop.ui.plots.decimate import MinMaxDecimator; \
 y = np.random.randn(10_000); print(len(MinMaxDecimator()(np.arange(10_000.), y, 300)[0]))"
 """
 

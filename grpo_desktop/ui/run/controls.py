@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QLabel, QProgressBar, QStyle, QWidget
 
-from grpo_desktop.ui.worker import (
+from grpo_desktop.ui.run.worker import (
     ACTIVE_STATES,
     FINAL_STATES,
     IDLE,

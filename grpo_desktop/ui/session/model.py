@@ -36,7 +36,7 @@ from grpo_desktop.session.history import RunHistory
 from grpo_desktop.session.rollouts import DEFAULT_MAX_ROWS
 from grpo_desktop.session.run_state import RunState, can_continue, clear_run, run_state
 from grpo_desktop.session.trust import TrustStore
-from grpo_desktop.ui.worker import ACTIVE_STATES, IDLE, TrainingRunner, default_train_fn
+from grpo_desktop.ui.run.worker import ACTIVE_STATES, IDLE, TrainingRunner, default_train_fn
 
 UNTRUSTED_CHECKER = (
     "This checker came with the session and has not been trusted: review the code in the Reward "

@@ -8,7 +8,7 @@ A job already running is not interrupted (a network call cannot be); the pool ha
 few, so one stuck on the network does not hold up the others. `wait_for_all()` lets the app
 (and the tests) wait for them before quitting.
 
-What this is not: a place for training, which has its own thread and state machine (worker.py).
+What this is not: a place for training, which has its own thread and state machine (ui/run/worker.py).
 """
 
 from __future__ import annotations

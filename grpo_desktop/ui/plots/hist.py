@@ -4,10 +4,10 @@ map of every step's histogram averaged down to about one column per pixel.
 Both redraw only when their data changed. The bars' axes keep round limits (`sticky_limit`) so
 they, and their grid, are laid out again only when the data outgrows them or shrinks well
 inside them, not at every step. The heat map's columns are kept incrementally
-(`plot_decimate.MeanDecimator`): the mean of the shares over the steps of one pixel is the share
+(`decimate.MeanDecimator`): the mean of the shares over the steps of one pixel is the share
 of all their rollouts, so a long run reads as the density it is.
 
-Reads a `RunHistory`; pyqtgraph items only, laid out by plots.py.
+Reads a `RunHistory`; pyqtgraph items only, laid out by view.py.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import math
 import numpy as np
 import pyqtgraph as pg
 
-from grpo_desktop.ui.plot_decimate import MeanDecimator
-from grpo_desktop.ui.plot_kit import brush
+from grpo_desktop.ui.plots.decimate import MeanDecimator
+from grpo_desktop.ui.plots.kit import brush
 
 
 def nice_ceiling(value: float) -> float:

@@ -5,7 +5,7 @@ what keeps a repaint cheap.
 PlotDataItem per series and optional bands (a filled outline between two hidden curves), reads
 its data from a `RunHistory` and redraws with `setData` only when asked (the view's timer) and
 only the curves whose data, smoothing, visible window or width changed (`Curve`). What a curve
-draws is decimated to one or two min/max buckets per pixel (`plot_decimate`), kept
+draws is decimated to one or two min/max buckets per pixel (`plots.decimate`), kept
 incrementally, so a redraw costs about the same with 1,000 or 100,000 steps; pyqtgraph's own
 per-call downsampling and clipping are off. `Smoother` applies TensorBoard-style debiased
 exponential smoothing, computing only the points added since the last redraw.
@@ -16,7 +16,7 @@ as pixmaps (`uncached` turns that off for exports), `follow_range` moves the x r
 the axes are not laid out again at every step, and `Curve._draw` drops antialiasing, dashes and
 wide pens where a curve is too dense to show them.
 
-No Qt widgets here beyond pyqtgraph items; the layout is in plots.py.
+No Qt widgets here beyond pyqtgraph items; the layout is in view.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsScene
 
-from grpo_desktop.ui.plot_decimate import MinMaxDecimator, ema
+from grpo_desktop.ui.plots.decimate import MinMaxDecimator, ema
 
 PALETTE = {
     "blue": "#1f6fd1",

@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.ui.rollout_detail import rollout_html
-from grpo_desktop.ui.rollout_table import ROW_ROLE, RolloutFilters, RolloutTableModel
+from grpo_desktop.ui.inspector.detail import rollout_html
+from grpo_desktop.ui.inspector.table import ROW_ROLE, RolloutFilters, RolloutTableModel
 
 LATEST, ALL, ONE = "latest", "all", "one"
 FILL_SLICE_S = 0.04  # after opening a session, add older steps' rows this long per tick

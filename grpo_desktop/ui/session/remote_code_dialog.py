@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
 )
 
 from grpo_desktop.engine.remote_code import ModelCode
-from grpo_desktop.ui.code_editor import CodeEditor
-from grpo_desktop.ui.session_dialogs import trust_buttons
+from grpo_desktop.ui.common.code_editor import CodeEditor
+from grpo_desktop.ui.session.dialogs import trust_buttons
 
 MAX_SHOWN = 200_000  # characters of one file shown
 

@@ -1,0 +1,1 @@
+"""The session in the window: the SessionModel every view reads, files/autosave/crash recovery (controller), its questions (dialogs), the resume banner and the trust question for a model's own code."""
