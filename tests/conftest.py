@@ -228,7 +228,10 @@ def fake_events(
         "step_time": 0.01,
     }
     hist = {"edges": [-1.5, -0.5, 0.5, 1.5], "counts": [B * G // 4, G, B * G // 4]}
-    return [Rollouts(step, rows, prompts), StepMetrics(step, total, metrics, hist, elapsed=0.01 * step)]
+    return [
+        Rollouts(step, rows, prompts),
+        StepMetrics(step, total, metrics, hist, elapsed=0.01 * step),
+    ]
 
 
 def make_fake_train(
