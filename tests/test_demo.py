@@ -90,6 +90,7 @@ def test_shipped_demo_model_loads_offline_and_answers_in_format(monkeypatch):
     assert first.startswith("<think>") and "</think><answer>" in first, first
 
 
+@pytest.mark.slow  # about a minute on 2 cores; eval itself is covered by the next test
 def test_eval_demo_prints_one_json_line(capsys):
     assert main(["eval", "--demo", "--n", "8", "--seed", "3"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
