@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from grpo_desktop.engine import rollout
+from grpo_desktop.engine import logps as logps_module
+from grpo_desktop.engine import sampler
 from grpo_desktop.engine.rollout import (
     completion_mask,
     generate_completions,
@@ -67,8 +68,7 @@ def test_chunked_logps_equal_unchunked(tiny_model_dir, monkeypatch):
     comps = generate_completions(model, tok, ids, mask, max_new_tokens=6)
     args = (ids, mask, comps.completion_ids, comps.completion_mask)
     whole, ent = token_logps(model, *args, with_entropy=True)
-    monkeypatch.setattr(rollout, "LOGITS_BUDGET", 1)  # one row per chunk
-    chunked, ent2 = token_logps(model, *args, with_entropy=True)
+    chunked, ent2 = token_logps(model, *args, with_entropy=True, chunk=1)  # one token per chunk
     assert torch.allclose(whole, chunked, atol=1e-6)
     assert torch.allclose(ent, ent2, atol=1e-6)
     assert (ent >= 0).all()
@@ -96,42 +96,40 @@ def _grouped_batch(model, tok, G=3):
 
 def test_prompt_runs_find_rows_that_repeat_the_row_above():
     ids = torch.tensor([[1, 2], [1, 2], [3, 4], [3, 4], [3, 4], [1, 2]])
-    first, owner = rollout.prompt_runs(ids, torch.ones_like(ids))
+    first, owner = sampler.prompt_runs(ids, torch.ones_like(ids))
     assert first.tolist() == [0, 2, 5] and owner.tolist() == [0, 0, 1, 1, 1, 2]
-    assert rollout.prompt_runs(ids[1:3], torch.ones(2, 2)) is None  # nothing repeats
+    assert sampler.prompt_runs(ids[1:3], torch.ones(2, 2)) is None  # nothing repeats
 
 
 def test_shared_prompt_pass_equals_the_plain_pass_with_gradients(tiny_model_dir, monkeypatch):
     """Each distinct prompt goes through the model once; log-probs, entropies and gradients equal
-    the plain pass over prompt + completion (float rounding aside), also when a chunk of rows
-    splits a group (budget of 2 rows, groups of 3)."""
+    the plain pass over prompt + completion (float rounding aside), with one chunk of logits or
+    chunks of 2 tokens."""
     model, tok = _load(tiny_model_dir)
     args = _grouped_batch(model, tok)
     model.train()
 
-    def run(share: bool, budget: int):
-        monkeypatch.setattr(rollout, "_can_share_prompts", lambda m: share)
-        monkeypatch.setattr(rollout, "LOGITS_BUDGET", budget)
+    def run(share: bool, chunk: int | None):
+        monkeypatch.setattr(logps_module, "_can_share_prompts", lambda m: share)
         model.zero_grad(set_to_none=True)
-        logps, ent = token_logps(model, *args, temperature=0.7, with_entropy=True)
+        logps, ent = token_logps(model, *args, temperature=0.7, with_entropy=True, chunk=chunk)
         (logps * args[3]).sum().backward()
         return logps.detach(), ent, [p.grad.clone() for p in model.parameters()]
 
     shared_calls = []
-    inner = rollout._logits_sharing_prompts
+    inner = logps_module._hidden_sharing_prompts
 
     def spy(*a):
         out = inner(*a)
         shared_calls.append(out is not None)
         return out
 
-    monkeypatch.setattr(rollout, "_logits_sharing_prompts", spy)
-    plain = run(False, 2**25)
+    monkeypatch.setattr(logps_module, "_hidden_sharing_prompts", spy)
+    plain = run(False, None)
     assert shared_calls == []
-    # One chunk of 6 rows; or chunks of 2 rows: [0, 1] and [4, 5] share, [2, 3] has two prompts.
-    for budget, expected in ((2**25, [True]), (2 * 7 * model.config.vocab_size, [1, 0, 1])):
-        shared = run(True, budget)
-        assert shared_calls == [bool(e) for e in expected]
+    for chunk in (None, 2):
+        shared = run(True, chunk)
+        assert shared_calls == [True]  # all six rows in one pass: two prompts, each run once
         shared_calls.clear()
         assert torch.allclose(shared[0], plain[0], atol=1e-5)
         assert torch.allclose(shared[1], plain[1], atol=1e-5)
@@ -143,6 +141,6 @@ def test_gradient_checkpointing_keeps_the_plain_pass(tiny_model_dir):
     model, _ = _load(tiny_model_dir)
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
-    assert not rollout._can_share_prompts(model)  # its layers would drop the prompt's cache
+    assert not logps_module._can_share_prompts(model)  # its layers would drop the prompt's cache
     with torch.no_grad():
-        assert rollout._can_share_prompts(model)  # nothing is checkpointed without gradients
+        assert logps_module._can_share_prompts(model)  # nothing is checkpointed without gradients

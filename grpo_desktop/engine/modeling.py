@@ -145,6 +145,7 @@ def _autocast_forwards(model, device: torch.device, dtype: torch.dtype) -> None:
                 return _forward(*args, **kwargs)
 
         module.forward = run
+    model.autocast_forward = (device.type, dtype)  # logps.py runs the output layer the same way
 
 
 def builtin_model_path(name: str) -> str:

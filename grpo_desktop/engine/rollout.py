@@ -2,12 +2,9 @@
 
 `generate_completions` samples all B·G completions of a step in one batched decode (sampler.py) and returns the
 completion tokens with their mask (padding and everything after the first EOS excluded).
-`token_logps` recomputes log-probs of those tokens under any module (policy, old policy, reference)
-from logits divided by the sampling temperature, keeping logits only for completion positions and
-processing rows in chunks so the full-vocabulary logits never exist for the whole batch at once.
-Rows that repeat a prompt (a group's G rows) run it through the model once and share its keys and
-values: with a 40-token prompt and 64-token completions that is a third fewer token-passes in the
-reference pass and in the policy's forward and backward.
+`token_logps` (engine/logps.py, imported here) recomputes log-probs of those tokens under any
+module (policy, old policy, reference) at the sampling temperature, holding one chunk of logits at
+a time and running each group's shared prompt once.
 
 Does not compute rewards or losses. Try it: see tests/test_rollout.py.
 """
@@ -22,16 +19,10 @@ import torch
 
 from grpo_desktop.engine.data import build_prompt
 from grpo_desktop.engine.kernels import fast_linear
-from grpo_desktop.engine.sampler import (
-    CACHE,
-    expand_rows,
-    lora_merged,
-    out_cache,
-    prompt_runs,
-    sample_tokens,
-)
+from grpo_desktop.engine.logps import token_logps
+from grpo_desktop.engine.sampler import lora_merged, sample_tokens
 
-LOGITS_BUDGET = 2**25  # elements of (rows, C, V) float logits materialised at once (~128 MB fp32)
+__all__ = ["Completions", "generate_completions", "token_logps", "tokenize_prompts"]
 
 
 @dataclass
@@ -234,100 +225,3 @@ def _without_model_defaults(model) -> Iterator[None]:
     finally:
         current.__dict__.clear()
         current.__dict__.update(saved)
-
-
-def token_logps(
-    model,
-    prompt_ids: torch.Tensor,
-    prompt_mask: torch.Tensor,
-    completion_ids: torch.Tensor,
-    completion_mask: torch.Tensor,
-    temperature: float = 1.0,
-    with_entropy: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Per-token log-probs (N, C) of completion_ids under `model` and optionally entropies (N, C).
-
-    Gradients flow when called outside no_grad. Position ids follow the attention mask, as in
-    generation, so left-padded rows see the same positions they were sampled with.
-    """
-    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (N, P + C)
-    attention = torch.cat([prompt_mask, completion_mask.to(prompt_mask.dtype)], dim=1)  # (N, P + C)
-    position_ids = (attention.cumsum(dim=1) - 1).clamp(min=0)  # (N, P + C)
-    N, C = completion_ids.shape
-    vocab = getattr(model.config, "vocab_size", 32000)
-    rows = max(1, LOGITS_BUDGET // max(1, C * vocab))
-    share = _can_share_prompts(model)
-    logps, entropies = [], []
-    for start in range(0, N, rows):
-        sl = slice(start, start + rows)
-        logits = None
-        with fast_linear():  # float32 CPU products in oneDNN where it is faster (kernels.py)
-            if share:
-                logits = _logits_sharing_prompts(
-                    model, prompt_ids[sl], attention[sl], position_ids[sl], completion_ids[sl]
-                )  # (n, C, V) or None
-            if logits is None:
-                logits = model(
-                    input_ids=input_ids[sl],
-                    attention_mask=attention[sl],
-                    position_ids=position_ids[sl],
-                    logits_to_keep=C + 1,
-                    use_cache=False,
-                ).logits[:, :-1, :]  # (n, C, V): position t predicts completion token t
-        logits = logits.float() / temperature
-        log_norm = torch.logsumexp(logits, dim=-1)  # (n, C)
-        picked = logits.gather(-1, completion_ids[sl].unsqueeze(-1)).squeeze(-1)  # (n, C)
-        logps.append(picked - log_norm)
-        if with_entropy:
-            with torch.no_grad():
-                logp_all = logits - log_norm.unsqueeze(-1)  # (n, C, V)
-                entropies.append(-(logp_all.exp() * logp_all).sum(-1))  # (n, C)
-    entropy = torch.cat(entropies) if with_entropy else None
-    return torch.cat(logps), entropy  # (N, C), (N, C) | None
-
-
-def _can_share_prompts(model) -> bool:
-    """A KV cache cannot carry gradients through checkpointed layers (transformers drops it)."""
-    if not (torch.is_grad_enabled() and model.training):
-        return True
-    return not any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
-
-
-def _logits_sharing_prompts(model, prompt_ids, attention, position_ids, completion_ids):
-    """Completion logits (n, C, V) with each distinct prompt run through the model once.
-
-    The G rows of a group share their prompt: its keys and values are computed for one row and
-    copied to the others (gradients flow back through the copy), then only the completion tokens
-    go through the model. Same result as one pass over prompt + completion, up to float rounding,
-    for (P + C) / (P / G + C) times fewer token-passes. None when no prompt repeats or the model's
-    forward does not take a cache this way (the caller then runs the plain pass).
-    """
-    P, C = prompt_ids.size(1), completion_ids.size(1)
-    runs = prompt_runs(prompt_ids, attention[:, :P])
-    if runs is None:
-        return None
-    first, owner = runs  # (U,), (n,)
-    try:
-        out = model(
-            input_ids=prompt_ids[first],
-            attention_mask=attention[first, :P],
-            position_ids=position_ids[first, :P],
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        cache = out_cache(out)
-        if cache is None or not expand_rows(cache, owner):  # (U, ...) -> (n, ...) per layer
-            return None
-        head = out.logits[owner, -1:, :]  # (n, 1, V): the last prompt position predicts token 0
-        if C == 1:
-            return head
-        rest = model(
-            input_ids=completion_ids[:, :-1],
-            attention_mask=attention[:, :-1],
-            position_ids=position_ids[:, P:-1],
-            use_cache=True,
-            **{CACHE: cache},
-        ).logits  # (n, C - 1, V)
-    except TypeError:  # a forward without position_ids / logits_to_keep / a cache
-        return None
-    return torch.cat([head, rest], dim=1)  # (n, C, V)
