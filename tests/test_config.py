@@ -101,6 +101,26 @@ def test_validate_cross_field_rules():
     assert any("nothing is learned" in m for m in validate(zero))
 
 
+def test_micro_batch_auto_is_the_default_documented_and_round_trips():
+    cfg = TrainConfig()
+    assert cfg.algorithm.micro_batch_size == 0  # 0 = auto
+    field = {f.name: f for f in dataclasses.fields(SECTIONS["algorithm"])}["micro_batch_size"]
+    assert "0 = auto" in field.metadata["help"] and "0 = auto" in field.metadata["label"]
+    for value in (0, 1, 8, 4096):
+        changed = cfg.replace(algorithm={"micro_batch_size": value})
+        assert validate(changed) == []
+        assert TrainConfig.from_json(changed.to_json()).algorithm.micro_batch_size == value
+    negative = validate(cfg.replace(algorithm={"micro_batch_size": -1}))
+    assert negative == [
+        "Micro-batch size (0 = auto) (algorithm.micro_batch_size) is -1; it must be at least 0."
+    ]
+    word = validate(cfg.replace(algorithm={"micro_batch_size": "auto"}))
+    assert word == [
+        "Micro-batch size (0 = auto) (algorithm.micro_batch_size) must be a whole number, got "
+        "'auto'."
+    ]
+
+
 def test_format_weight_at_accuracy_weight_warns_of_reward_hacking():
     cfg = TrainConfig().replace(rewards={"accuracy_weight": 1.0, "format_weight": 1.0})
     assert any("reward hacking" in w for w in warnings(cfg))

@@ -267,11 +267,13 @@ class AlgorithmConfig:
     )
     micro_batch_size: int = option(
         0,
-        label="Micro-batch size",
+        label="Micro-batch size (0 = auto)",
         min=0,
         max=4096,
         help="Completions per forward/backward pass during the update; gradients are accumulated "
-        "over the step. Lower it if you run out of memory. 0 = all B × G at once.",
+        "over the step. 0 = auto (recommended): as many as fit in the free GPU memory or RAM, "
+        "by an estimate, and halved by itself if the GPU still runs out of memory (the step is "
+        "redone, nothing is lost). A number fixes it; bnpo's loss depends on it.",
         advanced=True,
     )
     mask_truncated_completions: bool = option(

@@ -20,6 +20,7 @@ import torch
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.data import Example, build_prompt
 from grpo_desktop.engine.loss import compute_advantages, group_has_spread, policy_loss
+from grpo_desktop.engine.micro_batch import RowsPerPass, halving_on_oom
 from grpo_desktop.engine.rewards import RewardBatch, RewardSet
 from grpo_desktop.engine.rollout import (
     Completions,
@@ -46,6 +47,7 @@ class StepOutput:
     metrics: dict[str, float]
     advantages: list[float]  # of the scored rows only (unscored rows carry no advantage)
     prompts: list[str] = field(default_factory=list)  # each group's prompt, once
+    notes: list[str] = field(default_factory=list)  # for the run's log (a halved micro-batch)
 
 
 def sample_groups(policy, examples: list[Example], cfg: TrainConfig, rewards: RewardSet) -> Groups:
@@ -152,8 +154,18 @@ def _nan_stats(values: list) -> tuple[float, float]:
     return mean, math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs))
 
 
-def grpo_step(policy, optimizer, scheduler, groups: Groups, cfg: TrainConfig) -> StepOutput:
-    """Advantages, loss and one optimizer update per iteration on already-sampled groups."""
+def grpo_step(
+    policy,
+    optimizer,
+    scheduler,
+    groups: Groups,
+    cfg: TrainConfig,
+    rows_per_pass: RowsPerPass | None = None,
+) -> StepOutput:
+    """Advantages, loss and one optimizer update per iteration on already-sampled groups.
+
+    `rows_per_pass` (the run's, so what an out-of-memory taught it lasts) decides how many
+    completions each pass takes; by default the config's micro_batch_size, 0 meaning auto."""
     a = cfg.algorithm
     G = a.num_generations
     c = groups.completions
@@ -166,55 +178,34 @@ def grpo_step(policy, optimizer, scheduler, groups: Groups, cfg: TrainConfig) ->
     if a.mask_truncated_completions:
         mask = mask * (~c.truncated).float().unsqueeze(1)  # (N, C)
     timings = dict(groups.timings)
+    notes: list[str] = []
     t0 = time.perf_counter()
     args = (c.prompt_ids, c.prompt_mask, c.completion_ids, c.completion_mask, a.temperature)
-    mb = a.micro_batch_size or N
-    slices = [slice(s, s + mb) for s in range(0, N, mb)]
-    old_logps = ref_logps = None
-    with torch.no_grad():
-        if a.num_iterations > 1:
-            old_logps = torch.cat([token_logps(policy.model, *_rows(args, s))[0] for s in slices])
-        if a.beta > 0:
-            with policy.reference() as ref:
-                ref_logps = torch.cat([token_logps(ref, *_rows(args, s))[0] for s in slices])
+    rows_per_pass = rows_per_pass or RowsPerPass(a.micro_batch_size)
+    mb = rows_per_pass.choose(policy, cfg, N, c.prompt_ids.size(1), c.completion_ids.size(1))
+    (old_logps, ref_logps), mb = halving_on_oom(
+        lambda mb: _old_and_ref_logps(policy, args, mb, a), mb, rows_per_pass, policy, notes
+    )
     timings["time/ref"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    num_items = mask.sum().clamp(min=1.0)
-    sums: dict[str, float] = {}
-    entropy_sum = entropy_count = 0.0
-    loss_total = 0.0
+    batch = _Batch(args, advantages, mask, old_logps, ref_logps)
     grad_norm = math.nan
+    totals = {}
     policy.model.train()
     for iteration in range(a.num_iterations):
-        for s in slices:
-            logps, entropy = token_logps(policy.model, *_rows(args, s), with_entropy=iteration == 0)
-            n_rows = logps.size(0)
-            out = policy_loss(
-                logps,
-                None if old_logps is None else old_logps[s],
-                None if ref_logps is None else ref_logps[s],
-                advantages[s],
-                mask[s],
-                loss_type=a.loss_type,
-                level=a.importance_sampling_level,
-                epsilon_low=a.epsilon_low,
-                epsilon_high=a.epsilon_high,
-                beta=a.beta,
-                max_completion_length=a.max_completion_length,
-                num_items_in_batch=num_items,
-            )
-            # Per-micro-batch normalisation as in TRL with gradient accumulation: sequence means
-            # (grpo, dr_grpo) are weighted by rows, bnpo by micro-batch count; dapo is global.
-            weight = {"dapo": 1.0, "bnpo": 1.0 / len(slices)}.get(a.loss_type, n_rows / N)
-            (out.loss * weight).backward()
-            if iteration == 0:
-                loss_total += float(out.loss.detach()) * weight
-                for k, v in out.metrics.items():
-                    sums[k] = sums.get(k, 0.0) + v * n_rows / N
-                if entropy is not None:
-                    entropy_sum += float((entropy * mask[s]).sum())
-                    entropy_count += float(mask[s].sum())
+        result, mb = halving_on_oom(
+            lambda mb, first=iteration == 0: _update_pass(policy, batch, mb, a, first),
+            mb,
+            rows_per_pass,
+            policy,
+            notes,
+            drop_gradients=True,
+        )
+        if iteration == 0:
+            totals = result
         grad_norm = _optimizer_update(policy, optimizer, scheduler, a.max_grad_norm, timings)
+    loss_total, sums = totals["loss"], totals["sums"]
+    entropy_sum, entropy_count = totals["entropy_sum"], totals["entropy_count"]
     # time/update is the policy forward and backward passes; time/optimizer the clip and step.
     timings["time/update"] = time.perf_counter() - t1 - timings["time/optimizer"]
 
@@ -232,10 +223,86 @@ def grpo_step(policy, optimizer, scheduler, groups: Groups, cfg: TrainConfig) ->
             "entropy": entropy_sum / max(entropy_count, 1.0),
             "learning_rate": scheduler.get_last_lr()[0],
             "num_tokens": float(c.prompt_mask.sum() + c.completion_mask.sum()),
+            "micro_batch_rows": float(mb),
         }
     )
     prompts = [shown_prompt(ex.problem) for ex in groups.examples]
-    return StepOutput(rows, metrics, scored_adv, prompts)
+    return StepOutput(rows, metrics, scored_adv, prompts, notes)
+
+
+@dataclass
+class _Batch:
+    args: tuple  # prompt_ids, prompt_mask, completion_ids, completion_mask, temperature
+    advantages: torch.Tensor  # (N,)
+    mask: torch.Tensor  # (N, C) the loss's mask
+    old_logps: torch.Tensor | None  # (N, C)
+    ref_logps: torch.Tensor | None  # (N, C)
+
+
+def _slices(n: int, mb: int) -> list[slice]:
+    return [slice(s, s + mb) for s in range(0, n, mb)]
+
+
+def _old_and_ref_logps(policy, args: tuple, mb: int, a):
+    """Log-probs (N, C) under the policy before the update (more than one iteration) and under
+    the reference (β > 0), each None when not needed; no gradients."""
+    N = args[2].size(0)
+    old_logps = ref_logps = None
+    with torch.no_grad():
+        if a.num_iterations > 1:
+            old_logps = torch.cat(
+                [token_logps(policy.model, *_rows(args, s))[0] for s in _slices(N, mb)]
+            )
+        if a.beta > 0:
+            with policy.reference() as ref:
+                ref_logps = torch.cat(
+                    [token_logps(ref, *_rows(args, s))[0] for s in _slices(N, mb)]
+                )
+    return old_logps, ref_logps
+
+
+def _update_pass(policy, batch: _Batch, mb: int, a, first: bool) -> dict:
+    """One forward and backward over all rows, mb at a time, gradients accumulated; the loss,
+    TRL's metrics and the entropy of the pass when `first`."""
+    N = batch.args[2].size(0)
+    slices = _slices(N, mb)
+    sums: dict[str, float] = {}
+    entropy_sum = entropy_count = loss_total = 0.0
+    num_items = batch.mask.sum().clamp(min=1.0)
+    for s in slices:
+        logps, entropy = token_logps(policy.model, *_rows(batch.args, s), with_entropy=first)
+        n_rows = logps.size(0)
+        out = policy_loss(
+            logps,
+            None if batch.old_logps is None else batch.old_logps[s],
+            None if batch.ref_logps is None else batch.ref_logps[s],
+            batch.advantages[s],
+            batch.mask[s],
+            loss_type=a.loss_type,
+            level=a.importance_sampling_level,
+            epsilon_low=a.epsilon_low,
+            epsilon_high=a.epsilon_high,
+            beta=a.beta,
+            max_completion_length=a.max_completion_length,
+            num_items_in_batch=num_items,
+        )
+        # Per-micro-batch normalisation as in TRL with gradient accumulation: sequence means
+        # (grpo, dr_grpo) are weighted by rows, bnpo by micro-batch count; dapo is global.
+        weight = {"dapo": 1.0, "bnpo": 1.0 / len(slices)}.get(a.loss_type, n_rows / N)
+        (out.loss * weight).backward()
+        if first:
+            loss_total += float(out.loss.detach()) * weight
+            for k, v in out.metrics.items():
+                sums[k] = sums.get(k, 0.0) + v * n_rows / N
+            if entropy is not None:
+                entropy_sum += float((entropy * batch.mask[s]).sum())
+                entropy_count += float(batch.mask[s].sum())
+    return {
+        "loss": loss_total,
+        "sums": sums,
+        "entropy_sum": entropy_sum,
+        "entropy_count": entropy_count,
+    }
 
 
 SHOWN_PROMPT_CHARS = 20_000

@@ -46,6 +46,7 @@ from grpo_desktop.engine.events import (
     truncate_events_after,
 )
 from grpo_desktop.engine.loss import advantage_histogram, group_has_spread
+from grpo_desktop.engine.micro_batch import RowsPerPass
 from grpo_desktop.engine.modeling import Policy, load_policy
 from grpo_desktop.engine.remote_code import RemoteCodePermission
 from grpo_desktop.engine.rewards import RewardSet
@@ -163,7 +164,8 @@ def train(
     except torch.OutOfMemoryError as exc:
         msg = (
             "Out of memory. Lower the group size G, prompts per step B, max completion tokens or "
-            "the micro-batch size, or use 4-bit quantization and gradient checkpointing."
+            "the micro-batch size (0 = auto halves it by itself), or use 4-bit quantization and "
+            "gradient checkpointing."
         )
         yield log.finish(_finished("failed", state, msg, str(exc)))
     except Exception as exc:  # a bug: report it with its traceback, keep the app alive
@@ -194,6 +196,7 @@ class _Run:
         )
         self.policy: Policy | None = None
         self.rewards: RewardSet | None = None
+        self.rows = RowsPerPass(cfg.algorithm.micro_batch_size)  # auto learns from OOMs
         self.hinted: dict[str, int] = {}
         self.remote_code: RemoteCodePermission | None = None
         self.notes: list[str] = []  # warnings for the log once the run has started
@@ -293,6 +296,8 @@ class _Run:
             out.metrics["step_time"] = time.perf_counter() - t0
             if frac_zero is not None:
                 out.metrics["frac_reward_zero_std"] = frac_zero
+            for note in out.notes:  # a halved micro-batch, once when it happens
+                yield LogMessage(step, "warning", note)
             yield Rollouts(step, out.rows, out.prompts)
             yield StepMetrics(
                 step,
@@ -336,7 +341,7 @@ class _Run:
         idx = batch_indices(len(train), step - 1, B, seed)
         groups = sample_groups(policy, [train[i] for i in idx], cfg, self.rewards)
         if not a.dynamic_sampling:
-            return grpo_step(policy, optimizer, scheduler, groups, cfg), None
+            return grpo_step(policy, optimizer, scheduler, groups, cfg, self.rows), None
         parts, keep = [groups], [group_has_spread(groups.totals, G)]
         frac_zero = 1.0 - float(keep[0].float().mean())
         for round_ in range(1, a.max_resample_rounds + 1):
@@ -349,14 +354,14 @@ class _Run:
             keep.append(group_has_spread(part.totals, G))
         kept_total = sum(int(k.sum()) for k in keep)
         if kept_total == 0:  # nothing to learn from: train on the original batch (zero advantages)
-            return grpo_step(policy, optimizer, scheduler, groups, cfg), frac_zero
+            return grpo_step(policy, optimizer, scheduler, groups, cfg, self.rows), frac_zero
         budget = B
         for k in keep:  # keep at most B groups, in sampling order
             ones = torch.nonzero(k).flatten()
             k[ones[budget:]] = False
             budget = max(0, budget - len(ones))
         chosen = select_groups(parts, keep, G, policy.tokenizer.pad_token_id)
-        return grpo_step(policy, optimizer, scheduler, chosen, cfg), frac_zero
+        return grpo_step(policy, optimizer, scheduler, chosen, cfg, self.rows), frac_zero
 
     def _hints(self, step: int, m: dict) -> Iterator[LogMessage]:
         """Teach as the run goes: say when a step could not teach anything (at most every
