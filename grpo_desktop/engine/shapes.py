@@ -13,6 +13,8 @@ generation_config with its own sampling settings. These shapes reproduce exactly
   and the instruct model's sampling settings (repetition_penalty 1.1, top_k 20 ...); ChatML with a
   default system prompt; no BOS.
 - qwen2.5-0.5b-shaped-nopad: the same without a pad token.
+- qwen2.5-1.5b-shaped: the same tokenizer with Qwen2.5-1.5B's width (hidden 1536, 12 heads, 2 KV
+  heads, intermediate 8960, tied embeddings), for bench/gpu.py at its full 28 layers.
 - llama-3-shaped: Llama-3.2-Instruct's tokenizer (128,000 BPE entries + 256 specials = 128,256),
   BOS <|begin_of_text|> added by the tokenizer, no pad, eos <|eot_id|>, generation_config eos
   [128001, 128008, 128009], the Llama-3 chat template (it writes the BOS itself) with a system
@@ -82,6 +84,9 @@ LLAMA_ADDED = [  # ids 128000 ... 128255 as in Llama-3.1/3.2
 ]
 
 
+MAX_LAYERS = 36  # tests use 2; bench/gpu.py builds the 1.5B shape at its full 28
+
+
 @dataclass(frozen=True)
 class Shape:
     arch: str  # "qwen2" or "llama"
@@ -127,6 +132,10 @@ _LLAMA = dict(
 SHAPES = {
     "qwen2.5-0.5b-shaped": Shape(**_QWEN, pad="<|endoftext|>"),
     "qwen2.5-0.5b-shaped-nopad": Shape(**_QWEN, pad=None),
+    # Qwen2.5-1.5B-Instruct's width (28 layers in the real model): for bench/gpu.py at full depth.
+    "qwen2.5-1.5b-shaped": Shape(
+        **{**_QWEN, "hidden": 1536, "heads": 12, "intermediate": 8960}, pad="<|endoftext|>"
+    ),
     "llama-3-shaped": Shape(
         **_LLAMA,
         eos="<|eot_id|>",
@@ -295,8 +304,8 @@ def build_shaped(
 
     if name not in SHAPES:
         raise ValueError(f"Unknown shape {name!r}: choose one of {', '.join(SHAPES)}.")
-    if not 1 <= layers <= 8:
-        raise ValueError(f"layers must be 1 to 8 (a test model), not {layers}.")
+    if not 1 <= layers <= MAX_LAYERS:
+        raise ValueError(f"layers must be 1 to {MAX_LAYERS}, not {layers}.")
     shape = SHAPES[name]
     tok = build_tokenizer(shape)
     config = model_config(shape, layers)
@@ -333,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("out_dir", help="the folder to write (created if missing)")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-0.5b-shaped")
-    parser.add_argument("--layers", type=int, default=2, help="decoder layers (1-8, default 2)")
+    parser.add_argument(
+        "--layers", type=int, default=2, help=f"decoder layers (1-{MAX_LAYERS}, default 2)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--favour", default=None, help="a token the model always emits")
     args = parser.parse_args(argv)
