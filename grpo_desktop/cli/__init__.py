@@ -10,6 +10,7 @@
     grpo-desktop config --demo > my.json  (or --preset dapo)
     grpo-desktop eval --demo | RUN_DIR | MODEL_DIR [--n 200] [--seed S]   (one JSON line)
     grpo-desktop score my.json | my-run.grpo | --demo --input samples.jsonl [--output out.jsonl]
+    grpo-desktop estimate my.json | my-run.grpo | --demo [--json]   (memory and time before Start)
 
 A session trains into its own run folder: a fresh run when it has none, else only with --resume
 (continue from the last checkpoint) — never silently over a run. Custom checker code from a file
@@ -27,10 +28,11 @@ import sys
 
 from grpo_desktop import __version__
 from grpo_desktop.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from grpo_desktop.cli.estimate import add_parser as estimate_parser
 from grpo_desktop.cli.score import add_parser as score_parser
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "main"]
-SUBCOMMANDS = ("train", "eval", "open", "config", "score")
+SUBCOMMANDS = ("train", "eval", "open", "config", "score", "estimate")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -117,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     score_parser(sub)
+    estimate_parser(sub)
 
     o = sub.add_parser("open", help="open the window on a session folder (NAME.grpo)")
     o.add_argument("session", help="the session folder (or its session.json)")
@@ -152,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         from grpo_desktop.cli.score import cmd_score
 
         return cmd_score(args)
+    if args.command == "estimate":
+        from grpo_desktop.cli.estimate import cmd_estimate
+
+        return cmd_estimate(args)
     from grpo_desktop.ui.app import run_app
 
     if args.command == "open":

@@ -1,0 +1,310 @@
+"""The arithmetic of the memory and time estimate before Start: plain numbers in, a dict out.
+
+`engine/estimate.py` reads the model's sizes (config.json on the meta device) and the device, then
+calls `estimate` here. Torch-free, so the settings side can recompute it as settings change.
+
+Peak memory of a run is modelled as what stays for the whole run plus the larger of its two
+phases (the sampling phase's memory is freed before the training passes start):
+    total = overhead + weights + adapters_optimizer + max(activations + logits,
+                                                          kv_cache + sampling_other)
+- weights: the model as loaded (engine/modeling.py): 4-bit NF4 (½ byte a weight plus its
+  absmax) or 8-bit decoder projections with everything else in the compute dtype (QLoRA keeps
+  embeddings, norms and head there); float32 master weights for full fine-tuning in a half
+  precision; the frozen reference copy (full fine-tuning with β > 0) in the compute dtype.
+- adapters_optimizer: LoRA adapters in float32 (peft upcasts them), their gradients and AdamW's
+  two moments, 16 bytes a trainable weight; for full fine-tuning gradients and moments in the
+  master weights' dtype (3 × 4 bytes).
+- activations: memory_estimate.activation_bytes_per_row for the rows one pass takes (auto:
+  what fits in the memory left after the weights, as micro_batch.py chooses it);
+  logits: one chunk of the fused output layer (memory_estimate.fixed_pass_bytes).
+- kv_cache: keys and values of all B·G rows over prompt + completion (the CPU's lean decoder
+  keeps the prefill's cache beside its buffers); sampling_other: the sampled rows' float32 logits
+  (a few copies), the prefill's activations and, with LoRA on the CPU, the merged weights.
+- overhead: on the CPU the process itself (Python, torch, transformers, the app: measured peak RSS
+  of a process that only imports them) plus a share of the dynamic memory the allocator keeps;
+  on CUDA the cuBLAS workspace and rounding, while the CUDA context and torch's cache (outside
+  `max_memory_allocated`) are `outside_total`, counted only when comparing with free memory.
+
+Seconds per step are rough: decode is memory-bound (every token reads every weight: weight
+bytes / bandwidth) or compute-bound (2 · parameters · rows FLOPs), plus a host overhead per
+token and layer; prefill and training passes cost 2 · parameters FLOPs per token forward, twice
+that again for the backward of full fine-tuning (LoRA's backward skips the frozen weights'
+gradients), the reference pass when β > 0, a recomputation with gradient checkpointing; all
+divided by the device's throughput (engine/estimate.py measures or reads it).
+
+Does not read files or touch a device; does not cover models that are not decoder-only
+transformers of the Llama family's layout (their sizes are read the same way, and the estimate
+is as good as that resemblance).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from grpo_desktop.engine.memory_estimate import (
+    ModelShape,
+    activation_bytes_per_row,
+    cpu_rows_cap,
+    fixed_pass_bytes,
+    rows_per_pass,
+)
+
+MiB = 2**20
+CHUNK_ELEMENTS = 2**24  # the fused head's logits per chunk (engine/fused_head.py, kept in step)
+CPU_BASELINE_BYTES = 520 * MiB  # peak RSS of a process that imported torch, transformers, peft
+# and the app's engine and loaded a Qwen2 class and a tokenizer (bench/estimate.py --baseline)
+CPU_ALLOCATOR_SHARE = 0.12  # of the dynamic memory: what glibc's arenas keep after frees
+CUDA_WORKSPACE_BYTES = 32 * MiB  # cuBLAS workspace (inside the caching allocator)
+CUDA_CONTEXT_BYTES = 600 * MiB  # CUDA context and kernels: not in max_memory_allocated
+CUDA_CACHE_SHARE = 0.10  # of the total: blocks torch's allocator reserves but does not use
+TIGHT_SHARE = 0.10  # headroom below this share of the free memory is "tight"
+# Host time per decoded token and layer (the eager forward's dispatches; the CPU's lean decoder
+# does less) and per sampled logit (softmax and multinomial over the vocabulary).
+HOST_S_PER_TOKEN_LAYER = {"cpu": 0.3e-3, "cuda": 0.8e-3}
+SAMPLE_S_PER_LOGIT = {"cpu": 4e-9, "cuda": 0.0}
+DEQUANT_S_PER_WEIGHT = {"cpu": 2.0e-9, "cuda": 0.0}  # bitsandbytes' 4/8-bit unpacking per pass
+DTYPE_NAMES = {"float32": "float32", "bfloat16": "bf16", "float16": "fp16"}
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+@dataclass(frozen=True)
+class Params:
+    """Parameter counts of the model (real weights, tied matrices once)."""
+
+    total: int
+    embedding: int  # input embedding (tied to the output layer or not): never quantized
+    output: int  # an untied output layer's weights (0 when tied)
+    linear: int  # the decoder layers' nn.Linear weights: what 4-bit and 8-bit quantize
+    lora: int  # LoRA adapter weights for the settings' rank and target modules
+    tied: bool = True
+
+
+@dataclass(frozen=True)
+class Device:
+    kind: str  # "cuda" or "cpu"
+    name: str
+    free_bytes: int | None
+    total_bytes: int | None
+    flops: float  # dense products per second in the compute dtype, as training reaches them
+    bandwidth: float  # bytes per second the weights stream at while decoding
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the estimate depends on, from a TrainConfig (`from_config`)."""
+
+    B: int
+    G: int
+    prompt_tokens: int
+    completion_tokens: int
+    lora: bool
+    lora_r: int
+    quant: str  # "none", "8bit", "4bit"
+    double_quant: bool
+    dtype: str  # compute dtype: "float32", "bfloat16", "float16"
+    beta: float
+    num_iterations: int
+    checkpointing: bool
+    micro_batch: int  # 0 = auto
+
+    @classmethod
+    def from_config(cls, cfg, dtype: str, prompt_tokens: int) -> Settings:
+        a = cfg.algorithm
+        return cls(
+            B=a.prompts_per_step,
+            G=a.num_generations,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=a.max_completion_length,
+            lora=cfg.lora.enabled,
+            lora_r=cfg.lora.r,
+            quant=cfg.quantization.mode,
+            double_quant=cfg.quantization.double_quant,
+            dtype=dtype,
+            beta=a.beta,
+            num_iterations=a.num_iterations,
+            checkpointing=cfg.model.gradient_checkpointing,
+            micro_batch=a.micro_batch_size,
+        )
+
+    @property
+    def rows(self) -> int:
+        return self.B * self.G
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES.get(self.dtype, 4)
+
+
+def weights_detail(p: Params, s: Settings) -> dict[str, int]:
+    """Bytes of the loaded weights by storage: {"4bit": …, "bf16": …} (the reference copy of
+    full fine-tuning with β > 0 is included under its dtype)."""
+    b, name = s.dtype_bytes, DTYPE_NAMES.get(s.dtype, s.dtype)
+    out: dict[str, int] = {}
+    if s.quant == "4bit":
+        absmax = 1 + 4 / 256 if s.double_quant else 4  # per block of 64 weights
+        out["4bit"] = int(p.linear * 0.5 + p.linear / 64 * absmax)
+        out[name] = (p.total - p.linear) * b
+    elif s.quant == "8bit":
+        out["8bit"] = int(p.linear * 1.0 + p.linear / 256 * 4)  # plus per-row scales
+        out[name] = (p.total - p.linear) * b
+    else:
+        masters = not s.lora and b < 4
+        store = 4 if masters else b
+        out[DTYPE_NAMES["float32"] if store == 4 else name] = p.total * store
+        if not s.lora and s.beta > 0:
+            out[name] = out.get(name, 0) + p.total * b
+    return out
+
+
+def trainable(p: Params, s: Settings) -> int:
+    return p.lora if s.lora else p.total
+
+
+def optimizer_bytes(p: Params, s: Settings) -> int:
+    """Trainable weights' own extra memory: LoRA adapters (float32), gradients, AdamW moments."""
+    if s.lora:
+        return p.lora * (4 + 4 + 8)
+    return p.total * 3 * 4  # float32 (master) weights: float32 gradients and moments
+
+
+def decoder_params(p: Params) -> int:
+    """Weights a token's forward multiplies by in the decoder (not the embedding lookup)."""
+    return max(0, p.total - p.embedding - p.output)
+
+
+def kv_cache_bytes(shape: ModelShape, s: Settings, device_kind: str) -> int:
+    """Keys and values of all rows over prompt + completion, in the compute dtype. The CPU's lean
+    decoder keeps the prefill's cache (prompt positions) beside its own buffers."""
+    head_dim = shape.hidden // max(1, shape.heads)
+    per_position = 2 * shape.layers * shape.kv_heads * head_dim * s.dtype_bytes
+    positions = s.prompt_tokens + s.completion_tokens
+    if device_kind == "cpu":
+        positions += s.prompt_tokens
+    return s.rows * positions * per_position
+
+
+def sampling_other_bytes(shape: ModelShape, p: Params, s: Settings, device_kind: str) -> int:
+    """The sampling phase's other memory: float32 logits of the rows (about four copies: the
+    head's output, its float32 copy, the scaled logits, the softmax), the prefill's activations
+    for one layer at a time, and with LoRA on float32 CPU weights the merged copy of the
+    decoder's projections (engine/sampler.py's lora_merged)."""
+    logits = 4 * s.rows * shape.vocab * 4
+    P = s.prompt_tokens
+    prefill = s.B * P * (4 * shape.hidden + 3 * shape.intermediate) * s.dtype_bytes
+    prefill += s.B * shape.heads * P * P * s.dtype_bytes  # attention weights of one layer
+    merged = p.linear * 4 if (s.lora and s.quant == "none" and device_kind == "cpu") else 0
+    if s.dtype_bytes < 4:
+        merged = 0
+    return int(logits + prefill + merged)
+
+
+def pass_rows(shape: ModelShape, p: Params, s: Settings, dev: Device, resident: int) -> int:
+    """Rows per pass of the policy, as engine/micro_batch.py picks them: the fixed setting, or
+    (auto) what fits in the memory left after `resident` bytes, on the CPU at most 768 MiB."""
+    if s.micro_batch > 0:
+        return max(1, min(s.micro_batch, s.rows))
+    per_row = row_bytes(shape, s)
+    free = None if dev.free_bytes is None else max(0, dev.free_bytes - resident)
+    return rows_per_pass(
+        free,
+        per_row,
+        s.rows,
+        group=s.G,
+        fixed_bytes=fixed_pass_bytes(shape, chunk_tokens(shape.vocab)),
+        max_rows=cpu_rows_cap(per_row) if dev.kind == "cpu" else None,
+    )
+
+
+def logits_bytes(shape: ModelShape, s: Settings, rows: int) -> int:
+    """The fused head's chunk of float32 logits (fixed_pass_bytes), never more tokens than a
+    pass has."""
+    tokens = min(chunk_tokens(shape.vocab), rows * s.completion_tokens)
+    return fixed_pass_bytes(shape, max(1, tokens))
+
+
+def chunk_tokens(vocab: int) -> int:
+    return max(1, CHUNK_ELEMENTS // max(1, vocab))
+
+
+def row_bytes(shape: ModelShape, s: Settings) -> int:
+    return activation_bytes_per_row(
+        shape,
+        s.prompt_tokens + s.completion_tokens,
+        s.dtype_bytes,
+        lora_r=s.lora_r if s.lora else 0,
+        checkpointing=s.checkpointing,
+    )
+
+
+def memory(shape: ModelShape, p: Params, s: Settings, dev: Device) -> dict:
+    """The memory part of the estimate (bytes): the contract's keys plus the phases."""
+    detail = weights_detail(p, s)
+    weights = sum(detail.values())
+    optim = optimizer_bytes(p, s)
+    if dev.kind == "cpu":
+        resident = CPU_BASELINE_BYTES + weights + optim
+    else:
+        resident = CUDA_WORKSPACE_BYTES + weights + optim + CUDA_CONTEXT_BYTES
+    rows = pass_rows(shape, p, s, dev, resident)
+    activations = rows * row_bytes(shape, s)
+    logits = logits_bytes(shape, s, rows)
+    kv = kv_cache_bytes(shape, s, dev.kind)
+    other = sampling_other_bytes(shape, p, s, dev.kind)
+    training, sampling = activations + logits, kv + other
+    dynamic = optim + max(training, sampling)
+    if dev.kind == "cpu":
+        overhead = CPU_BASELINE_BYTES + int(CPU_ALLOCATOR_SHARE * dynamic)
+        outside = 0
+    else:
+        overhead = CUDA_WORKSPACE_BYTES
+        outside = CUDA_CONTEXT_BYTES + int(CUDA_CACHE_SHARE * (weights + dynamic))
+    total = overhead + weights + optim + max(training, sampling)
+    return {
+        "weights": weights,
+        "adapters_optimizer": optim,
+        "activations": activations,
+        "logits": logits,
+        "kv_cache": kv,
+        "sampling_other": other,
+        "overhead": overhead,
+        "total": total,
+        "outside_total": outside,
+        "needed": total + outside,
+        "peak_phase": "training" if training >= sampling else "sampling",
+        "weights_detail": detail,
+        "rows_per_pass": rows,
+    }
+
+
+def seconds(shape: ModelShape, p: Params, s: Settings, dev: Device, rows: int) -> dict:
+    """Rough seconds of one step by phase: sampling (prefill + decode) and training (reference,
+    old-policy and policy passes, optimizer)."""
+    flops = max(dev.flops, 1.0)
+    dec = decoder_params(p)
+    head = shape.hidden * shape.vocab
+    P, C, N = s.prompt_tokens, s.completion_tokens, s.rows
+    T = P + C
+    attn = 4 * shape.layers * shape.hidden  # FLOPs per token and position attended to
+    dequant = DEQUANT_S_PER_WEIGHT[dev.kind] * p.linear if s.quant != "none" else 0.0
+    # Sampling: the prompt once per group, then C decode steps over all N rows.
+    prefill = (2 * dec * s.B * P + attn * s.B * P * P / 2) / flops + dequant
+    weight_bytes = sum(weights_detail(p, replace(s, beta=0.0)).values())
+    per_token_compute = (2 * (dec + head) * N + attn * N * T) / flops
+    per_token_memory = weight_bytes / max(dev.bandwidth, 1.0)
+    per_token = max(per_token_compute, per_token_memory) + dequant
+    per_token += HOST_S_PER_TOKEN_LAYER[dev.kind] * shape.layers
+    per_token += SAMPLE_S_PER_LOGIT[dev.kind] * N * shape.vocab
+    sampling = prefill + C * per_token
+    # Training: token-passes with a group's prompt shared by its G rows.
+    tokens = s.B * P + N * C
+    forward = (2 * dec * tokens + 2 * head * N * C + attn * N * T * T / 2) / flops
+    forward += dequant * max(1, -(-N // max(rows, 1)))
+    backward = (1.0 if s.lora else 2.0) * forward
+    if not s.lora:
+        backward += 2 * head * N * C / flops  # the fused head recomputes its chunks
+    if s.checkpointing:
+        backward += forward
+    extra = (s.beta > 0) + (s.num_iterations > 1)
+    optimizer = trainable(p, s) * 32 / max(dev.bandwidth, 1.0)
+    training = extra * forward + s.num_iterations * (forward + backward + optimizer)
+    return {"sampling": float(sampling), "training": float(training)}
