@@ -87,6 +87,7 @@ def run_ours(w: Workload) -> dict[str, Any]:
     cpu_times: list[float] = []
     phases: dict[str, list[float]] = {k: [] for k in PHASES}
     lengths: list[float] = []
+    rows: list[float | None] = []  # completions per forward/backward pass (micro-batch)
     last, last_cpu = time.perf_counter(), time.process_time()
     for event in train(cfg, TrainControl()):
         if isinstance(event, StepMetrics):
@@ -99,6 +100,7 @@ def run_ours(w: Workload) -> dict[str, Any]:
                 for k in PHASES:
                     phases[k].append(float(event.metrics.get(k, 0.0)))
                 lengths.append(float(event.metrics["completions/mean_length"]))
+                rows.append(event.metrics.get("micro_batch_rows"))
         elif isinstance(event, RunFinished) and event.status != "completed":
             raise RuntimeError(f"our run ended {event.status}: {event.message}\n{event.error}")
     out = {
@@ -108,6 +110,7 @@ def run_ours(w: Workload) -> dict[str, Any]:
         "generate_times": phases["time/generate"],
         "phases": phases,
         "mean_length": lengths,
+        "micro_batch_rows": rows,
         "threads": torch.get_num_threads(),
         "peak_rss_mb": peak_rss_mb(),
         "products": kernels.describe(),

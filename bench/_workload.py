@@ -22,8 +22,14 @@ import hashlib
 import json
 import os
 import random
+import sys
 from dataclasses import dataclass
 from typing import Any
+
+# The tree's own grpo_desktop, whether or not (or wherever) the package is installed.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(1, ROOT)
 
 LORA_R, LORA_ALPHA = 16, 32.0
 NUM_PROBLEMS = 512
@@ -47,6 +53,9 @@ class Workload:
     device: str = "cpu"  # cpu or cuda
     dtype: str = "float32"  # weights (and TRL's bf16 flag when bfloat16)
     quant: str = "none"  # none or 4bit (QLoRA; needs lora)
+    # TRL's per_device_train_batch_size (completions per forward/backward); 0 = all B·G in one
+    # pass. Below B·G, gradient accumulation makes one optimizer step cover the B·G completions.
+    trl_micro_batch: int = 0
 
     @property
     def label(self) -> str:
@@ -92,7 +101,11 @@ QWEN_05B = (896, 24, 14, 2, 4864, 151936)
 
 def model_dir(size: str, seed: int = 0) -> str:
     """The benchmark model of `size`, built once (random weights, seeded) and cached: an
-    engine.tiny size (micro, tiny, small ≈ 3M, medium ≈ 25M; Llama) or qwen2.5-0.5b."""
+    engine.tiny size (micro, tiny, small ≈ 3M, medium ≈ 25M; Llama), qwen2.5-0.5b (char
+    tokenizer), or an engine/shapes.py shape at a depth, "NAME@LAYERS" (qwen2.5-1.5b-shaped@28:
+    the shape's real tokenizer behaviour; bench/memory.py's folder for the same shape and depth)."""
+    if "@" in size:
+        return shaped_dir(size, seed)
     arch = "qwen2" if size == "qwen2.5-0.5b" else "llama"
     folder = os.path.join(cache_dir(), f"{size}-{arch}-seed{seed}")
     if not os.path.isfile(os.path.join(folder, "config.json")):
@@ -102,6 +115,25 @@ def model_dir(size: str, seed: int = 0) -> str:
             from grpo_desktop.engine.tiny import build_tiny_model
 
             build_tiny_model(folder, size, seed=seed, arch="llama")
+    return folder
+
+
+def shaped_dir(size: str, seed: int = 0, favour: str | None = None) -> str:
+    """engine/shapes.py's NAME at LAYERS layers ("NAME@LAYERS"), built once into a temporary
+    folder and renamed, so an interrupted build never leaves a folder that looks complete."""
+    import shutil
+
+    from grpo_desktop.engine.shapes import build_shaped
+
+    name, layers = size.split("@")
+    tag = "" if favour is None else "-favour-" + hashlib.sha256(favour.encode()).hexdigest()[:8]
+    folder = os.path.join(cache_dir(), f"{name}-{int(layers)}l-seed{seed}{tag}")
+    if not os.path.isfile(os.path.join(folder, "config.json")):
+        tmp = f"{folder}.{os.getpid()}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        build_shaped(tmp, name, layers=int(layers), seed=seed, favour=favour)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(tmp, folder)
     return folder
 
 
@@ -216,12 +248,19 @@ def our_config(w: Workload, model: str, data: str) -> Any:
 def trl_args(w: Workload, output_dir: str) -> dict[str, Any]:
     """GRPOConfig keyword arguments doing the same work as `our_config` (TRL 1.16 semantics:
     per_device_train_batch_size counts completions; with gradient_accumulation_steps 1 the
-    generation batch is B·G completions and there is one optimizer step per generation batch)."""
+    generation batch is B·G completions and there is one optimizer step per generation batch).
+    With `trl_micro_batch` below B·G, TRL takes that many completions per forward/backward and
+    accumulates B·G ÷ it of them per optimizer step; steps_per_generation follows the
+    accumulation, so it still generates B·G completions once per optimizer step."""
+    n = w.B * w.G
+    micro = w.trl_micro_batch or n
+    if n % micro:
+        raise ValueError(f"B·G = {n} is not a multiple of TRL's micro-batch {micro}.")
     return dict(
         output_dir=output_dir,
-        per_device_train_batch_size=w.B * w.G,
+        per_device_train_batch_size=micro,
         num_generations=w.G,
-        gradient_accumulation_steps=1,
+        gradient_accumulation_steps=n // micro,
         num_iterations=1,
         max_completion_length=w.C,
         generation_kwargs={"min_new_tokens": w.C},
