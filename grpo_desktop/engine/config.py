@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
+from grpo_desktop.engine.config_alerts import AlertsConfig, validate_alerts
 from grpo_desktop.engine.config_model import (
     DataConfig,
     LoraConfig,
@@ -27,6 +28,7 @@ from grpo_desktop.engine.config_training import AlgorithmConfig, RewardsConfig, 
 from grpo_desktop.engine.errors import ConfigError, read_utf8
 
 __all__ = [
+    "AlertsConfig",
     "AlgorithmConfig",
     "ConfigError",
     "DataConfig",
@@ -53,6 +55,7 @@ SECTIONS: dict[str, type] = {
     "rewards": RewardsConfig,
     "algorithm": AlgorithmConfig,
     "run": RunConfig,
+    "alerts": AlertsConfig,
 }
 
 
@@ -65,6 +68,7 @@ class TrainConfig:
     rewards: RewardsConfig = field(default_factory=RewardsConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
@@ -213,6 +217,7 @@ def validate(cfg: TrainConfig) -> list[str]:
         msgs.append(
             "Clip ε high is below ε low; it is usually equal (GRPO) or larger (DAPO, 0.28)."
         )
+    msgs.extend(validate_alerts(cfg.alerts))
     return msgs
 
 

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from grpo_desktop.engine.alarm_kinds import ALARMS
 from grpo_desktop.engine.errors import UserError
 
 
@@ -98,14 +99,14 @@ def rows_with_prompts(rows: list, prompts: list | None) -> list[dict]:
     return out
 
 
-ALERT_KINDS = ("checker_errors", "checker_timeouts")
+ALERT_KINDS = tuple(ALARMS)  # engine/alarm_kinds.py: each kind's title and explanation
 SEVERITIES = ("warning", "critical")
 
 
 @dataclass(frozen=True)
 class Alert(Event):
-    """Something is wrong with the run that the user must see: the checker failing, and (later)
-    the health alarms. kind: one of ALERT_KINDS (more may come); severity: warning | critical;
+    """Something is wrong with the run that the user must see: the checker failing, and the
+    health alarms. kind: one of ALERT_KINDS (more may come); severity: warning | critical;
     message says what happened, advice what to do about it."""
 
     type: ClassVar[str] = "alert"

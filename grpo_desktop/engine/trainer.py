@@ -8,6 +8,8 @@ One generator drives the CLI, the GUI worker and the tests. With a `run_dir` it 
 continues from the newest checkpoint with the same step count, schedule and data order (the batch
 of step k is a pure function of seed and k, and sampling is reseeded per step); events logged
 after that checkpoint are removed from events.jsonl first, so the log holds each step once.
+Every event also goes through the health alarms (engine/health.py), whose alerts are yielded and
+logged right after the event that raised them.
 
 Errors never escape as exceptions: the run ends with RunFinished(status="failed") and a message the
 user can act on. Stop finishes the current step, checkpoints and ends "stopped"; pause waits between
@@ -45,6 +47,7 @@ from grpo_desktop.engine.events import (
     StepMetrics,
     truncate_events_after,
 )
+from grpo_desktop.engine.health import HealthMonitor, logged_events
 from grpo_desktop.engine.loss import advantage_histogram, group_has_spread
 from grpo_desktop.engine.micro_batch import RowsPerPass
 from grpo_desktop.engine.modeling import Policy, load_policy
@@ -156,9 +159,14 @@ def train(
     state = {"step": 0, "t0": time.time()}
     run = _Run(config, control, run_dir, resume, state)
     run.remote_code = remote_code
+    health = HealthMonitor()  # the health alarms (engine/health.py) read every event
     try:
         for event in run.events():
+            if isinstance(event, RunStarted) and event.resumed and run_dir:
+                health.replay(logged_events(os.path.join(run_dir, EVENTS_FILE)))
             yield log.write(event, sync=isinstance(event, CheckpointSaved))
+            for alert in health.observe(event):
+                yield log.write(alert)
     except UserError as exc:
         yield log.finish(_finished("failed", state, str(exc), None))
     except torch.OutOfMemoryError as exc:

@@ -1,0 +1,419 @@
+"""Health alarms: watch a run's events and raise an `Alert` the first time each failure shows.
+
+`HealthMonitor.observe(event)` takes the run's own events (RunStarted, Rollouts, StepMetrics,
+EvalResult, Alert; objects or their JSON dicts) and returns the alerts they trigger, each kind at
+most once per run. The trainer feeds it every event it yields, so events.jsonl, the CLI, the window
+and saved sessions get the alerts like any other event; a resumed run first `replay`s its log, so
+an alarm raised before the stop is not raised again. The kinds, their titles and explanations are
+in engine/alarm_kinds.py; the thresholds in the config's `alerts` section (engine/config_alerts.py).
+
+What raises each kind (defaults in brackets):
+- reward_hacking: over the last [3] held-out evaluations the training reward rose by [10 %] of the
+  highest reward possible while held-out accuracy gained less than [2 points]; or, over 5 steps,
+  the format reward made [60 %] or more of the reward's spread inside groups (its share of the
+  pooled within-group variance: Σ cov(w·format, total) / Σ var(total)).
+- no_signal: frac_reward_zero_std ≥ [0.8] for [5] steps running; the rollouts say whether the
+  groups without spread were all right (too easy) or all wrong (too hard).
+- truncation: completions/clipped_ratio ≥ [0.5] for [3] steps running.
+- length_drift / length_collapse: mean length ≥ 1.5× or ≤ 0.5× / ≤ [0.2]× the mean of the first
+  [10] steps, [3] steps running (a collapse also counts as the drift).
+- kl_blowup: KL ≥ [10]× its median over the previous ≤ 50 steps (at least 5) and ≥ [0.05].
+- entropy_collapse: entropy ≤ [0.25]× the median of the first [10] steps, [3] steps running.
+- grad_spike: grad_norm ≥ [10]× its median over the previous ≤ 50 steps (at least 5).
+
+It does not stop the run or change training; it reads numbers. Torch-free.
+
+Try it:  python -c "from grpo_desktop.engine.health import HealthMonitor as H; h = H(); \
+print([h.observe({'type': 'step', 'step': s, 'metrics': {'completions/clipped_ratio': 1.0}}) \
+for s in (1, 2, 3)][-1])"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+from collections import deque
+from typing import Any
+
+from grpo_desktop.engine.alarm_kinds import alarm
+from grpo_desktop.engine.config_alerts import AlertsConfig
+from grpo_desktop.engine.events import Alert
+
+MEDIAN_WINDOW = 50  # steps a running median looks back over
+MEDIAN_MIN = 5  # steps of history before a spike can be judged
+SPREAD_STEPS = 5  # steps over which the format share of the spread is pooled
+_SKIPPED_LINE = '{"type": "rollouts"'  # replaying a log needs no rollouts
+
+
+def _get(event: Any, name: str, default: Any = None) -> Any:
+    if isinstance(event, dict):
+        return event.get(name, default)
+    return getattr(event, name, default)
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0%}"
+
+
+class HealthMonitor:
+    """See the module docstring. One monitor per run (a resumed run: replay its log first)."""
+
+    def __init__(self, settings: AlertsConfig | None = None, weights: dict | None = None):
+        self.settings = settings or AlertsConfig()
+        self.weights = dict(weights or {})  # reward part -> weight (> 0 only)
+        self.raised: set[str] = set()
+        self._replaying = False
+        self.series: dict[str, list[tuple[int, float]]] = {}  # metric -> [(step, value)]
+        self.evals: list[tuple[int, float]] = []  # (step, held-out accuracy)
+        self.streaks: dict[str, int] = {}
+        self.groups: dict[int, tuple[int, int, int]] = {}  # step -> (no spread, all right, wrong)
+        self.spread: deque = deque(maxlen=SPREAD_STEPS)  # (step, format cov, total var)
+
+    # ------------------------------------------------------------------ feeding
+
+    def observe(self, event: Any) -> list[Alert]:
+        """The alerts `event` triggers (most events trigger none)."""
+        kind = _get(event, "type", "")
+        if kind == "run_started":
+            self._configure(event)
+        elif kind == "alert":
+            self.raised.add(str(_get(event, "kind", "")))
+        if not self.settings.enabled:
+            return []
+        if kind == "rollouts":
+            self._on_rollouts(event)
+            return []
+        if kind == "step":
+            return self._on_step(event)
+        if kind == "eval":
+            return self._on_eval(event)
+        return []
+
+    def replay(self, events) -> None:
+        """Feed what a run logged before (a resume): the state is rebuilt and the kinds it raised
+        are remembered, but nothing is raised again."""
+        self._replaying = True
+        try:
+            for event in events:
+                self.observe(event)
+        finally:
+            self._replaying = False
+
+    def _configure(self, event: Any) -> None:
+        config = _get(event, "config") or {}
+        values = config.get("alerts") or {}
+        known = {f.name for f in dataclasses.fields(AlertsConfig)}
+        self.settings = AlertsConfig(**{k: v for k, v in values.items() if k in known})
+        r = config.get("rewards") or {}
+        weights = {
+            "accuracy": r.get("accuracy_weight", 1.0),
+            "format": r.get("format_weight", 0.0),
+            "custom": r.get("custom_weight", 0.0) if (r.get("custom_checker") or "").strip() else 0,
+        }
+        self.weights = {k: float(w) for k, w in weights.items() if _num(w) and w > 0}
+
+    def _raise(self, kind: str, step: int, message: str, advice: str) -> list[Alert]:
+        if kind in self.raised or self._replaying:
+            return []
+        self.raised.add(kind)
+        return [Alert(step, kind, alarm(kind).severity, message, advice)]
+
+    # ------------------------------------------------------------------ rollouts
+
+    def _on_rollouts(self, event: Any) -> None:
+        step = int(_get(event, "step", 0))
+        by_group: dict[int, list[dict]] = {}
+        for row in _get(event, "rows") or []:
+            by_group.setdefault(int(row.get("group", 0)), []).append(row)
+        flat = right = wrong = 0
+        fmt_cov = total_var = 0.0
+        top = sum(self.weights.values())
+        for rows in by_group.values():
+            totals = [_num(r.get("reward")) for r in rows]
+            scored = [t for t in totals if t is not None]
+            if len(scored) >= 2 and max(scored) - min(scored) <= 1e-9:
+                flat += 1
+                acc = [_num((r.get("rewards") or {}).get("accuracy")) for r in rows]
+                if "accuracy" in self.weights and all(a is not None for a in acc):
+                    right += all(a >= 1.0 for a in acc)
+                    wrong += all(a <= 0.0 for a in acc)
+                elif top > 0:
+                    right += scored[0] >= top - 1e-9
+                    wrong += scored[0] <= 1e-9
+            cov, var = self._format_spread(rows)
+            fmt_cov, total_var = fmt_cov + cov, total_var + var
+        self.groups[step] = (flat, right, wrong)
+        for old in [s for s in self.groups if s <= step - 2 * MEDIAN_WINDOW]:
+            del self.groups[old]
+        self.spread.append((step, fmt_cov, total_var))
+
+    def _format_spread(self, rows: list[dict]) -> tuple[float, float]:
+        """This group's Σ (f − f̄)(t − t̄) for the weighted format part f and Σ (t − t̄)² for the
+        total t, over its scored answers (a part that could not score adds 0, as in the total)."""
+        w = self.weights.get("format", 0.0)
+        pairs = []
+        for r in rows:
+            total = _num(r.get("reward"))
+            if total is not None:
+                fmt = _num((r.get("rewards") or {}).get("format"))
+                pairs.append((w * (fmt or 0.0), total))
+        if len(pairs) < 2 or w <= 0:
+            return 0.0, 0.0
+        f_mean = sum(p[0] for p in pairs) / len(pairs)
+        t_mean = sum(p[1] for p in pairs) / len(pairs)
+        cov = sum((f - f_mean) * (t - t_mean) for f, t in pairs)
+        return cov, sum((t - t_mean) ** 2 for _, t in pairs)
+
+    # ------------------------------------------------------------------ steps
+
+    def _on_step(self, event: Any) -> list[Alert]:
+        step = int(_get(event, "step", 0))
+        m = _get(event, "metrics") or {}
+        for name in ("reward", "completions/mean_length", "kl", "entropy", "grad_norm"):
+            value = _num(m.get(name))
+            if value is not None:
+                self.series.setdefault(name, []).append((step, value))
+        out: list[Alert] = []
+        out += self._no_signal(step, _num(m.get("frac_reward_zero_std")))
+        out += self._truncation(step, _num(m.get("completions/clipped_ratio")))
+        out += self._length(step, _num(m.get("completions/mean_length")))
+        out += self._spike("kl_blowup", step, _num(m.get("kl")), self.settings.kl_factor)
+        out += self._entropy(step, _num(m.get("entropy")))
+        out += self._spike("grad_spike", step, _num(m.get("grad_norm")), self.settings.grad_factor)
+        out += self._format_dominates(step)
+        return out
+
+    def _streak(self, name: str, active: bool) -> int:
+        self.streaks[name] = self.streaks.get(name, 0) + 1 if active else 0
+        return self.streaks[name]
+
+    def _no_signal(self, step: int, frac: float | None) -> list[Alert]:
+        s = self.settings
+        n = self._streak("no_signal", frac is not None and frac >= s.no_signal_share)
+        if n < s.no_signal_steps:
+            return []
+        counts = [self.groups.get(k) for k in range(step - n + 1, step + 1)]
+        flat, right, wrong = (sum(c[i] for c in counts if c) for i in range(3))
+        msg = (
+            f"For {n} steps in a row at least {_pct(s.no_signal_share)} of the groups scored every "
+            "answer the same, so their advantages were 0 and those steps taught almost nothing."
+        )
+        if flat and wrong >= 0.6 * flat:
+            msg += f" {wrong} of those {flat} groups were all wrong: the problems look too hard."
+            advice = (
+                "Use easier problems (or a lower difficulty), a larger group size G so a rare "
+                "right answer shows up, a higher temperature, or more completion tokens if "
+                "answers are cut off."
+            )
+        elif flat and right >= 0.6 * flat:
+            msg += f" {right} of those {flat} groups were all right: the problems look too easy."
+            advice = (
+                "Use harder problems (or a higher difficulty): the model already solves these, so "
+                "there is nothing left to learn from them."
+            )
+        else:
+            if flat:
+                msg += f" Of those {flat} groups {right} were all right and {wrong} all wrong."
+            advice = (
+                "Use problems closer to the model's ability, a larger group size G, or a higher "
+                "temperature so the answers in a group differ."
+            )
+        return self._raise("no_signal", step, msg, advice)
+
+    def _truncation(self, step: int, ratio: float | None) -> list[Alert]:
+        s = self.settings
+        n = self._streak("truncation", ratio is not None and ratio >= s.truncation_share)
+        if n < s.steps_in_a_row:
+            return []
+        return self._raise(
+            "truncation",
+            step,
+            f"{_pct(ratio)} of the answers at step {step} hit the length limit before finishing "
+            f"(at least {_pct(s.truncation_share)} for {n} steps): cut-off answers have no final "
+            "answer, so the model cannot learn from them.",
+            "Raise 'Max completion tokens' (algorithm.max_completion_length), or ask for shorter "
+            "reasoning in the system prompt.",
+        )
+
+    def _baseline(self, name: str) -> float | None:
+        values = self.series.get(name, [])
+        n = self.settings.baseline_steps
+        if len(values) <= n:
+            return None
+        return statistics.fmean(v for _, v in values[:n])
+
+    def _length(self, step: int, length: float | None) -> list[Alert]:
+        s = self.settings
+        base = self._baseline("completions/mean_length")
+        ok = length is not None and base is not None and base > 0
+        ratio = length / base if ok else 1.0
+        up = self._streak("length_up", ratio >= 1.0 + s.length_change)
+        down = self._streak("length_down", ratio <= 1.0 - s.length_change)
+        collapsed = self._streak("length_collapse", ratio <= s.length_collapse_share)
+        if collapsed >= s.steps_in_a_row:
+            out = self._raise(
+                "length_collapse",
+                step,
+                f"Answers have shrunk to {length:.1f} tokens on average, {_pct(ratio)} of the "
+                f"{base:.0f} they had over the first {s.baseline_steps} steps: the model is "
+                "learning to say (almost) nothing.",
+                "Stop and go back to an earlier checkpoint, then lower the learning rate, raise "
+                "KL penalty β, or check that right answers can score at all (the reward and "
+                "its checker).",
+            )
+            if out:
+                self.raised.add("length_drift")  # the collapse says more than the drift
+            return out
+        if max(up, down) < s.steps_in_a_row:
+            return []
+        longer = up >= s.steps_in_a_row
+        return self._raise(
+            "length_drift",
+            step,
+            f"Answers are now {length:.0f} tokens on average against {base:.0f} over the first "
+            f"{s.baseline_steps} steps ({'longer' if longer else 'shorter'} by "
+            f"{_pct(abs(ratio - 1.0))}). If held-out accuracy is not rising with it, this is the "
+            "loss's length bias, not learning.",
+            "Compare with held-out accuracy. With the grpo loss, try Dr. GRPO or DAPO (they "
+            "remove the per-answer length normalisation); a KL penalty β also holds the length."
+            if longer
+            else "Compare with held-out accuracy. Answers getting shorter with flat accuracy "
+            "often means the reward favours short answers: check the reward parts.",
+        )
+
+    def _spike(self, kind: str, step: int, value: float | None, factor: float) -> list[Alert]:
+        name = "kl" if kind == "kl_blowup" else "grad_norm"
+        values = self.series.get(name, [])
+        if value is None or len(values) <= MEDIAN_MIN:
+            return []
+        # Steps without any signal have a gradient (and a KL change) of 0: they are no baseline.
+        before = [v for _, v in values[-MEDIAN_WINDOW - 1 : -1] if v > 0]
+        if len(before) < MEDIAN_MIN:
+            return []
+        median = statistics.median(before)
+        floor = self.settings.kl_floor if kind == "kl_blowup" else 0.0
+        if value < factor * median or value <= floor:
+            return []
+        if kind == "kl_blowup":
+            return self._raise(
+                kind,
+                step,
+                f"KL at step {step} is {value:.3g}, {value / max(median, 1e-12):.0f}× its recent "
+                f"median of {median:.3g}: the model moved far from where it started in one step.",
+                "Lower the learning rate or raise KL penalty β; if answers turn to gibberish, "
+                "go back to an earlier checkpoint.",
+            )
+        return self._raise(
+            kind,
+            step,
+            f"The gradient norm at step {step} is {value:.3g}, {value / max(median, 1e-12):.0f}× "
+            f"its recent median of {median:.3g}: one update was far larger than the others.",
+            "One spike is usually harmless with gradient clipping on. If they repeat, lower the "
+            "learning rate or keep gradient clipping at 1.0 (algorithm.max_grad_norm).",
+        )
+
+    def _entropy(self, step: int, entropy: float | None) -> list[Alert]:
+        s = self.settings
+        values = self.series.get("entropy", [])
+        base = None
+        if len(values) > s.baseline_steps:
+            base = statistics.median(v for _, v in values[: s.baseline_steps])
+        low = entropy is not None and bool(base) and entropy <= s.entropy_drop * base
+        if self._streak("entropy", low) < s.steps_in_a_row:
+            return []
+        return self._raise(
+            "entropy_collapse",
+            step,
+            f"Entropy is down to {entropy:.3g} from {base:.3g} over the first {s.baseline_steps} "
+            "steps: the model's answers have become nearly certain, so the answers in a group "
+            "stop differing and learning stops.",
+            "Raise the temperature, lower the learning rate, or add a KL penalty β to keep the "
+            "model exploring.",
+        )
+
+    # ------------------------------------------------------------------ reward hacking
+
+    def _format_dominates(self, step: int) -> list[Alert]:
+        if len(self.spread) < SPREAD_STEPS or self.spread[-1][0] != step:
+            return []
+        cov = sum(c for _, c, _ in self.spread)
+        var = sum(v for _, _, v in self.spread)
+        if var <= 1e-12 or cov / var < self.settings.format_share:
+            return []
+        alone = set(self.weights) == {"format"}
+        return self._raise(
+            "reward_hacking",
+            step,
+            f"The format reward made {_pct(cov / var)} of the differences in reward between the "
+            f"answers of a group over the last {SPREAD_STEPS} steps"
+            + (" (it is the only reward part)" if alone else "")
+            + ": the model is taught to write the tags, not to get the answer right.",
+            "Give accuracy the largest weight and keep format small (e.g. accuracy 1.0, format "
+            "0.2) in the Reward panel, and watch held-out accuracy.",
+        )
+
+    def _on_eval(self, event: Any) -> list[Alert]:
+        acc = _num(_get(event, "accuracy"))
+        step = int(_get(event, "step", 0))
+        if acc is None:
+            return []
+        self.evals = [e for e in self.evals if e[0] < step] + [(step, acc)]
+        s = self.settings
+        if len(self.evals) < s.hack_evals:
+            return []
+        (s0, a0), (s1, a1) = self.evals[-s.hack_evals], self.evals[-1]
+        rewards = [(k, v) for k, v in self.series.get("reward", []) if s0 < k <= s1]
+        if len(rewards) < 5:
+            return []
+        rise = _slope(rewards) * (s1 - s0)
+        scale = sum(self.weights.values()) or 1.0
+        if rise < s.hack_reward_rise * scale or a1 - a0 >= s.hack_accuracy_gain:
+            return []
+        went = "fell" if a1 < a0 - 1e-9 else "stayed flat"
+        return self._raise(
+            "reward_hacking",
+            step,
+            f"The training reward rose by {rise:.2f} between steps {s0} and {s1} while held-out "
+            f"accuracy {went} ({a0:.0%} → {a1:.0%}): the model is getting better at the reward, "
+            "not at the problems.",
+            "Look at the rollouts for what earns the reward (tags, hedged answers), give accuracy "
+            "the largest weight, use the strict answer checker, and keep the checkpoint with the "
+            "best held-out accuracy.",
+        )
+
+
+def _slope(points: list[tuple[int, float]]) -> float:
+    """Least-squares slope of value over step."""
+    n = len(points)
+    mx = sum(p[0] for p in points) / n
+    my = sum(p[1] for p in points) / n
+    sxx = sum((p[0] - mx) ** 2 for p in points)
+    return sum((p[0] - mx) * (p[1] - my) for p in points) / sxx if sxx else 0.0
+
+
+def logged_events(path: str) -> list[dict]:
+    """What a monitor needs from a run's events.jsonl (everything but the rollouts), as dicts;
+    a missing file is empty and a damaged line is skipped (the log's own reader reports it)."""
+    out = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith(_SKIPPED_LINE) or not line.strip():
+                    continue
+                try:
+                    data = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(data, dict):
+                    out.append(data)
+    except FileNotFoundError:
+        return []
+    return out
