@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QScrollArea,
+    QStyle,
     QTabWidget,
     QToolBar,
     QVBoxLayout,
@@ -89,6 +90,7 @@ class MainWindow(QMainWindow):
         self.model = SessionModel(_first_document(config), train_fn, parent=self, **extra)
         self.settings = settings or QSettings()
         self._close_when_stopped = False
+        self._lab = None  # the Lab window, made on first use
         self.setWindowTitle("GRPO Desktop")
         self.setDockNestingEnabled(True)
 
@@ -233,6 +235,20 @@ class MainWindow(QMainWindow):
             "Show advanced settings", lambda: self.hyper_panel.set_advanced_visible(True)
         )
         view.addAction("Reset layout", self.reset_layout)
+        learn = bar.addMenu("&Learn")
+        self.lab_action = learn.addAction("GRPO Lab", lambda: self.open_lab())
+        self.lab_action.setShortcut("Ctrl+L")
+        self.lab_action.setIcon(
+            self.style().standardIcon(QStyle.StandardPixmap.SP_FileDialogContentsView)
+        )
+        self.lab_action.setToolTip("Open the GRPO Lab: watch one GRPO step by hand (Ctrl+L)")
+        self.lab_action.setStatusTip("Small experiments that show how GRPO learns; no model needed")
+        lab_bar = QToolBar("Learn")
+        lab_bar.setObjectName("toolbar.learn")
+        lab_bar.setMovable(False)
+        lab_bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        lab_bar.addAction(self.lab_action)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, lab_bar)
         help_menu = bar.addMenu("&Help")
         help_menu.addAction("About GRPO Desktop", self._show_about)
 
@@ -354,6 +370,18 @@ class MainWindow(QMainWindow):
         )
         box.setDetailedText(details)
         box.exec()
+
+    def lab_window(self):
+        """The Lab window (ui/lab), created on first use and kept for the window's life."""
+        if self._lab is None:
+            from grpo_desktop.ui.lab import LabWindow
+
+            self._lab = LabWindow(self.model, self)
+        return self._lab
+
+    def open_lab(self, tab: str | None = None):
+        """Show the Lab (on the tab titled `tab` if given); returns that tab's widget."""
+        return self.lab_window().show_tab(tab)
 
     def _show_about(self) -> None:
         QMessageBox.about(
