@@ -51,6 +51,7 @@ from grpo_desktop.ui.plots.kit import (
     sticky_range,
     uncached,
 )
+from grpo_desktop.ui.plots.markers import AlarmMarkers
 
 REDRAW_MS = 100
 PLOTS_PER_TICK = 4  # a new step reaches the 13 plots within 4 ticks of the redraw timer
@@ -287,6 +288,7 @@ class PlotsView(QWidget):
         self.kl_note.setParentItem(self.plots["kl"].plot.vb)  # placed in pixels, not in data
         self.kl_note.setPos(6, 4)
         self.kl_note.setVisible(False)
+        self.markers = AlarmMarkers(self.plots)  # a dashed line at each alert's step
         for plot in [sp.plot for sp in self.plots.values()] + [self.hist_plot]:
             cache_static(plot)
         for row in range(PLOT_ROWS):
@@ -352,6 +354,7 @@ class PlotsView(QWidget):
             self._clear()
             return False
         self._ensure_parts()
+        self.markers.update(self.history.alerts)
         self._fit_x_range()
         config = (self.history.run or {}).get("config") or {}
         beta_off = config.get("algorithm", {}).get("beta", 1.0) == 0
@@ -395,6 +398,7 @@ class PlotsView(QWidget):
             sp.clear()
         self.latest_hist.clear()
         self.heat.clear()
+        self.markers.clear()
         self.kl_note.setVisible(False)
         # No run yet: steps 0..10 on the x axes, not pyqtgraph's -0.5..0.5 around nothing.
         self.plots["reward"].plot.setXRange(0, 10, padding=0)

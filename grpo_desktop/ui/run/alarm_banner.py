@@ -1,0 +1,160 @@
+"""Alarm banners above the plots: one per alert kind the run raised, saying what it means, what
+to try, and "Dismiss for this run".
+
+The engine raises each health alarm once per run (engine/health.py); the checker's alerts may
+repeat, and then the kind's banner is updated in place instead of stacking. Dismissing a banner
+silences its kind until a new run starts from step 0 (continuing the same run keeps it silent).
+Opening a session shows the banners of its saved alerts again. Titles and explanations come from
+engine/alarm_kinds.py (the explanation is the banner's tooltip; Help uses the same text). The
+log line and the status bar message are written elsewhere (run/log_view.py, main_window.py).
+
+Reads the session model only: `alert_raised`, `run_started`, `session_replaced`, `history.alerts`.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from grpo_desktop.engine.alarm_kinds import alarm
+from grpo_desktop.ui.common.widgets import rich_tooltip
+
+# background, border, text: warnings amber, critical alarms red (as the message bar)
+_COLORS = {
+    "warning": ("#fff4e5", "#b26a00", "#663c00"),
+    "critical": ("#fdecea", "#b3261e", "#611a15"),
+}
+
+
+def _field(alert: Any, name: str, default: Any = "") -> Any:
+    return alert.get(name, default) if isinstance(alert, dict) else getattr(alert, name, default)
+
+
+class AlarmBanner(QFrame):
+    """One alarm: its title and step, the message, what to try, and the Dismiss button."""
+
+    dismissed = Signal(str)  # kind
+
+    def __init__(self, kind: str, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.kind = kind
+        self.step = 0
+        self.text = QLabel()
+        self.text.setWordWrap(True)
+        self.text.setTextFormat(Qt.TextFormat.RichText)
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.dismiss_button = QPushButton("Dismiss for this run")
+        self.dismiss_button.setToolTip(
+            "Hide this alarm and do not show it again until a new run starts"
+        )
+        row = QHBoxLayout(self)
+        row.setContentsMargins(10, 6, 6, 6)
+        row.addWidget(self.text, 1)
+        row.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
+        self.dismiss_button.clicked.connect(lambda: self.dismissed.emit(self.kind))
+
+    def show_alert(self, alert: Any) -> None:
+        info = alarm(self.kind)
+        severity = _field(alert, "severity", info.severity)
+        bg, border, fg = _COLORS.get(severity, _COLORS["warning"])
+        self.setStyleSheet(
+            f"AlarmBanner {{ background: {bg}; border: 1px solid {border}; border-left: 4px solid"
+            f" {border}; border-radius: 4px; }} AlarmBanner QLabel {{ color: {fg}; }}"
+        )
+        self.step = int(_field(alert, "step", 0))
+        message = html.escape(str(_field(alert, "message")), quote=False)
+        advice = html.escape(str(_field(alert, "advice")), quote=False)
+        lines = [f"<b>{html.escape(info.title)}</b> &nbsp;·&nbsp; step {self.step}", message]
+        if advice:
+            lines.append(f"<b>What to try:</b> {advice}")
+        self.text.setText("<br>".join(lines))
+        if info.explanation:
+            self.setToolTip(rich_tooltip(info.explanation))
+
+    def plain_text(self) -> str:
+        """The banner's text without markup (for tests and screen readers)."""
+        doc = self.text.text().replace("<br>", "\n").replace("&nbsp;", " ")
+        return html.unescape(_strip_tags(doc))
+
+
+def _strip_tags(text: str) -> str:
+    out, inside = [], False
+    for ch in text:
+        if ch == "<":
+            inside = True
+        elif ch == ">":
+            inside = False
+        elif not inside:
+            out.append(ch)
+    return "".join(out)
+
+
+class AlarmBanners(QWidget):
+    """The column of alarm banners, newest first; hidden when there is none."""
+
+    def __init__(self, model, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.model = model
+        self.banners: dict[str, AlarmBanner] = {}
+        self.dismissed: set[str] = set()
+        self.column = QVBoxLayout(self)
+        self.column.setContentsMargins(0, 0, 0, 0)
+        self.column.setSpacing(4)
+        model.alert_raised.connect(self._on_model_alert_raised)
+        model.run_started.connect(self._on_model_run_started)
+        model.session_replaced.connect(self._on_model_session_replaced)
+        self._on_model_session_replaced()
+
+    def kinds(self) -> list[str]:
+        """The kinds shown, top to bottom."""
+        items = (self.column.itemAt(i).widget() for i in range(self.column.count()))
+        return [w.kind for w in items if isinstance(w, AlarmBanner)]
+
+    def banner(self, kind: str) -> AlarmBanner | None:
+        return self.banners.get(kind)
+
+    def dismiss(self, kind: str) -> None:
+        """Hide `kind`'s banner and ignore that kind until a new run starts."""
+        self.dismissed.add(kind)
+        banner = self.banners.pop(kind, None)
+        if banner is not None:
+            self.column.removeWidget(banner)
+            banner.deleteLater()
+        self.setVisible(bool(self.banners))
+
+    def _show(self, alert: Any) -> None:
+        kind = str(_field(alert, "kind"))
+        if not kind or kind in self.dismissed:
+            return
+        banner = self.banners.get(kind)
+        if banner is None:
+            banner = AlarmBanner(kind, self)
+            banner.dismissed.connect(self.dismiss)
+            self.banners[kind] = banner
+            self.column.insertWidget(0, banner)
+        banner.show_alert(alert)
+        self.show()
+
+    def _clear(self) -> None:
+        for banner in self.banners.values():
+            self.column.removeWidget(banner)
+            banner.deleteLater()
+        self.banners.clear()
+        self.hide()
+
+    def _on_model_alert_raised(self, event) -> None:
+        self._show(event)
+
+    def _on_model_run_started(self, event) -> None:
+        if not event.resumed:  # a new run: its alarms and dismissals start afresh
+            self.dismissed.clear()
+            self._clear()
+
+    def _on_model_session_replaced(self) -> None:
+        self.dismissed.clear()
+        self._clear()
+        for alert in self.model.history.alerts:
+            self._show(alert)
