@@ -41,6 +41,7 @@ from grpo_desktop.ui.panels.hyper_panel import HyperPanel
 from grpo_desktop.ui.panels.model_panel import ModelPanel
 from grpo_desktop.ui.panels.reward_panel import RewardPanel
 from grpo_desktop.ui.plots.view import PlotsView
+from grpo_desktop.ui.run.alarm_banner import AlarmBanners
 from grpo_desktop.ui.run.controls import RunControls
 from grpo_desktop.ui.run.log_view import LogView
 from grpo_desktop.ui.run.system_info import DeviceProbe, describe_device, memory_in_use
@@ -151,6 +152,8 @@ class MainWindow(QMainWindow):
         self._central_column.insertWidget(1, self.resume_banner)
         self.welcome = WelcomePanel(self.settings)
         self._central_column.insertWidget(2, self.welcome)
+        self.alarms = AlarmBanners(self.model)  # one banner per alarm kind, under the message bar
+        self._central_column.insertWidget(1, self.alarms)
         self.session = SessionController(self, self.settings)
         self.state_label = QLabel()
         self.device_label = QLabel("Checking the device…")
@@ -339,8 +342,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(event.message.split(". ")[0].rstrip(".") + ".", 15_000)
 
     def _on_model_alert_raised(self, event) -> None:
-        kind = "error" if event.severity == "critical" else "warning"
-        self.show_message(kind, f"{event.message} {event.advice}".rstrip())
+        # The banner says it all (run/alarm_banner.py); the status bar repeats it in a line.
         self.statusBar().showMessage(f"Alert at step {event.step}: {event.message}", 30_000)
 
     def _on_model_run_finished(self, event) -> None:
