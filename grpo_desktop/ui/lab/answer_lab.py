@@ -66,7 +66,7 @@ GROUP_HELP = (
 UPDATE_HELP = (
     "Each answer's logit (its score before softmax) moves by learning rate × the sum of its "
     "advantages ÷ G. An answer that was not sampled does not move, but its probability still "
-    "shifts, because softmax shares out the 100 % again after the others moved."
+    "shifts, because softmax shares out the 100\u00a0% again after the others moved."
 )
 BETA_HELP = " β pulls every logit back toward the starting model (the KL penalty's gradient)."
 PLOT_HELP = {
@@ -377,7 +377,7 @@ class AnswerLabView(QWidget):
         self.signal_line.setText(
             f"Right now one answer scores 1 with chance p = {percent(q)}, so a group of {G} "
             f"carries signal (not all scores equal) {percent(chance)} of the time: "
-            f"1 − p<sup>{G}</sup> − (1 − p)<sup>{G}</sup>."
+            f"1 − p<sup>{G}</sup> − (1 − p)<sup>{G}</sup>.".replace(" %", "\u00a0%")
         )
         beta = self.beta_spin.value()
         self.update_help.setText(UPDATE_HELP + (BETA_HELP if beta > 0 else ""))

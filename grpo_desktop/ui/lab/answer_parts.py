@@ -256,8 +256,17 @@ class ProbabilityPlots(QWidget):
 
     def show_history(self, probs: list[tuple[float, ...]], kl: list[float]) -> None:
         steps = list(range(len(probs)))
+        dots = len(probs) <= 30  # each step a dot while they are few (and the start is visible)
         for k, curve in enumerate(self.curves):
-            curve.setData(steps, [100 * p[k] for p in probs])
+            color = ANSWER_COLORS[k]
+            curve.setData(
+                steps,
+                [100 * p[k] for p in probs],
+                symbol="o" if dots else None,
+                symbolSize=5,
+                symbolPen=None,
+                symbolBrush=color,
+            )
         self.kl_curve.setData(steps, kl)
         right = max(10, len(probs) - 1)
         self.probs_plot.getPlotItem().setXRange(0, right, padding=0.02)
