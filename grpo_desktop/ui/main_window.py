@@ -37,6 +37,7 @@ from grpo_desktop.ui.common.wheel_guard import guard_wheel_in
 from grpo_desktop.ui.common.widgets import MessageBar
 from grpo_desktop.ui.inspector.view import InspectorView
 from grpo_desktop.ui.panels.dataset_panel import DatasetPanel
+from grpo_desktop.ui.panels.estimate_view import EstimateView
 from grpo_desktop.ui.panels.hyper_panel import HyperPanel
 from grpo_desktop.ui.panels.model_panel import ModelPanel
 from grpo_desktop.ui.panels.reward_panel import RewardPanel
@@ -123,6 +124,14 @@ class MainWindow(QMainWindow):
         ):
             self.docks[name] = self._dock(name, title, panel, Qt.DockWidgetArea.LeftDockWidgetArea)
         first = self.docks["model"]
+        # "Will it fit?" under the settings tabs; a window that probes nothing of this computer
+        # (tests, benchmarks) estimates only when asked (estimate_view.start())
+        self.estimate_view = EstimateView(self.model, auto=probe_device)
+        left = Qt.DockWidgetArea.LeftDockWidgetArea
+        self.docks["estimate"] = self._dock(
+            "estimate", "Will it fit?", self.estimate_view, left, scroll=False
+        )
+        self.splitDockWidget(first, self.docks["estimate"], Qt.Orientation.Vertical)
         for name in ("dataset", "reward", "hyper"):
             self.tabifyDockWidget(first, self.docks[name])
         first.raise_()
@@ -431,6 +440,7 @@ class MainWindow(QMainWindow):
                 else Qt.DockWidgetArea.LeftDockWidgetArea
             )
             self.addDockWidget(area, dock)
+        self.splitDockWidget(self.docks["model"], self.docks["estimate"], Qt.Orientation.Vertical)
         for name in ("dataset", "reward", "hyper"):
             self.tabifyDockWidget(self.docks["model"], self.docks[name])
         self.docks["model"].raise_()

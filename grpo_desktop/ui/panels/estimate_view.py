@@ -1,0 +1,434 @@
+"""The "Will it fit?" estimate under the settings: before Start, the chosen model's parameter
+count (trainable / total), its estimated peak memory split into weights, training state
+(adapters, gradients, optimizer), activations, logits and the sampling KV cache against this
+computer's free GPU memory or RAM, and a rough time per step; when it will not fit (or only
+just), the engine's advice, each with an Apply button that makes that change in the session
+(`SessionModel.set_value`, the edit a form field makes, so the forms and this estimate follow).
+
+The numbers come from `engine.estimate.estimate_run`, which reads the model's config.json on
+PyTorch's meta device (nothing downloaded or loaded). It runs in the app's background pool
+(`common/tasks.py`), 300 ms after the last edit of a setting it depends on; a newer request
+supersedes an older one; an error is a one-line note. While a run is in progress the view keeps
+the estimate of the settings the run started with (edits made meanwhile are estimated when it
+ends). It computes nothing while hidden, nor before `start()` when made with `auto=False` (a
+window that probes nothing of this computer: tests, benchmarks).
+
+What it does not do: measure anything itself, or keep Start from starting (it advises).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from grpo_desktop.engine.config import TrainConfig
+from grpo_desktop.ui.common.tasks import BackgroundTasks
+from grpo_desktop.ui.common.widgets import note_label, rich_tooltip, set_note, wrapped_label
+from grpo_desktop.ui.panels.estimate_bar import (
+    BAR_ORDER,
+    PART_HELP,
+    PART_LABELS,
+    PARTS,
+    STATUS_COLOURS,
+    MemoryBar,
+    fit_status,
+    format_bytes,
+    format_count,
+    part_colour,
+)
+from grpo_desktop.ui.run.worker import ACTIVE_STATES
+
+DELAY_MS = 300
+IGNORED_SECTIONS = ("rewards", "run")  # the checker, steps and logging change no memory
+PHASE_PARTS = {"training": ("activations", "logits"), "sampling": ("kv_cache", "sampling_other")}
+VERDICTS = {"fits": "fits", "tight": "tight", "no": "will not fit", "unknown": "free unknown"}
+TIME_HELP = (
+    "A rough guess (within a factor of about two) from the model's size and this computer's "
+    "speed: sampling the answers, then the training passes. The first steps of a run show the "
+    "real figure."
+)
+NO_MODEL = "—  Choose a model to see whether it fits."
+FIRST = "Estimating… (the first estimate reads the model's code: a few seconds)"
+
+
+def default_estimate(cfg: TrainConfig, free_bytes: int | None = None) -> dict:
+    """The engine's estimate (imported here, in the worker thread: it brings in torch)."""
+    from grpo_desktop.engine.estimate import estimate_run
+
+    return estimate_run(cfg, free_bytes=free_bytes)
+
+
+def config_key(cfg: TrainConfig) -> str:
+    """The settings an estimate depends on, as one comparable string."""
+    data = {k: v for k, v in cfg.to_dict().items() if k not in IGNORED_SECTIONS}
+    return json.dumps(data, sort_keys=True, default=str)
+
+
+class EstimateView(QWidget):
+    """The estimate of the session's current settings (see the module docstring)."""
+
+    estimate_shown = Signal()  # a new result or error is on screen
+
+    def __init__(
+        self,
+        model,
+        parent: QWidget | None = None,
+        *,
+        auto: bool = True,
+        free_bytes: int | None = None,
+        estimate_fn: Callable[..., dict] = default_estimate,
+        delay_ms: int = DELAY_MS,
+    ):
+        super().__init__(parent)
+        self.model = model
+        self.auto = auto
+        self.free_bytes = free_bytes  # None: the engine asks the device
+        self._estimate_fn = estimate_fn
+        self.tasks = BackgroundTasks(self)
+        self.result: dict | None = None
+        self.error = ""
+        self._shown_key: str | None = None  # the settings of what is on screen
+        self._run_key: str | None = None  # the settings of the run in progress
+        self._stale = True
+        self._fit_tries = 0
+        self.timer = QTimer(self, singleShot=True, interval=delay_ms)
+        self.timer.timeout.connect(self._on_timer_timeout)
+
+        self.summary = wrapped_label()
+        self.busy_label = QLabel("updating…")
+        self.busy_label.setStyleSheet("color: palette(placeholder-text);")
+        self.busy_label.hide()
+        top = QHBoxLayout()
+        top.addWidget(self.summary, 1)
+        top.addWidget(self.busy_label, 0, Qt.AlignmentFlag.AlignTop)
+        self.bar = MemoryBar()
+        self.verdict = wrapped_label()
+        self.legend = QWidget()
+        grid = QGridLayout(self.legend)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setHorizontalSpacing(10)
+        grid.setVerticalSpacing(1)
+        self.part_labels: dict[str, QLabel] = {}
+        for i, (key, _label, _help) in enumerate(PARTS):
+            label = QLabel()
+            label.setObjectName(f"estimate.{key}")
+            self.part_labels[key] = label
+            grid.addWidget(label, i // 2, i % 2)
+        self.time_label = wrapped_label(muted=True)
+        self.advice_box = QWidget()
+        self.advice_rows = QVBoxLayout(self.advice_box)
+        self.advice_rows.setContentsMargins(0, 2, 0, 0)
+        self.advice_rows.setSpacing(2)
+        self.advice_labels: list[QLabel] = []
+        self.advice_buttons: list[QPushButton] = []
+        self.note = note_label("warning")
+        self.run_note = wrapped_label(muted=True)
+        self.run_note.setText(
+            "The estimate of the running settings; changes are estimated when the run ends."
+        )
+        self.run_note.hide()
+        self.details = [self.bar, self.verdict, self.legend, self.time_label, self.advice_box]
+
+        col = QVBoxLayout(self)
+        col.setContentsMargins(8, 4, 8, 6)
+        col.setSpacing(3)
+        col.addLayout(top)
+        for w in (*self.details, self.note, self.run_note):
+            col.addWidget(w)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+
+        model.config_changed.connect(self._on_model_config_changed)
+        model.config_replaced.connect(self._on_model_config_replaced)
+        model.session_replaced.connect(self._on_model_config_replaced)
+        model.device_info_changed.connect(self._on_model_config_replaced)
+        model.state_changed.connect(self._on_model_state_changed)
+        self._show_nothing(NO_MODEL if not self._model_name() else "Not estimated yet.")
+
+    # ------------------------------------------------------------------ when to estimate
+
+    def start(self, free_bytes: int | None = None) -> None:
+        """Estimate from now on (a view made with auto=False), against `free_bytes` of free
+        memory when given instead of what the device reports (the constructor's otherwise)."""
+        self.auto = True
+        self.set_free_bytes(self.free_bytes if free_bytes is None else free_bytes)
+
+    def set_free_bytes(self, free_bytes: int | None) -> None:
+        """Estimate against this much free memory (None: what the device reports)."""
+        self.free_bytes = free_bytes
+        self._stale = True
+        self.schedule()
+
+    def schedule(self) -> None:
+        """Estimate the current settings DELAY_MS from now (unless hidden, off or a run is
+        going)."""
+        if self._run_key is not None:
+            self.run_note.setVisible(config_key(self.model.config) != self._run_key)
+            return
+        if not self.auto or not self.isVisible():
+            self._stale = True
+            return
+        if not self._model_name():
+            self.timer.stop()
+            self.tasks.cancel("estimate")
+            self.result, self.error, self._shown_key = None, "", None
+            self.busy_label.hide()
+            self._show_nothing(NO_MODEL)
+            return
+        if self.result is None and not self.error:
+            self.summary.setText(FIRST)
+        self.busy_label.show()
+        self.timer.start()
+
+    def pending(self) -> bool:
+        """Whether an estimate is scheduled or being computed."""
+        return self.timer.isActive() or self.tasks.busy("estimate")
+
+    def shown_for_current_settings(self) -> bool:
+        """Whether what is on screen is the estimate (or error) of the current settings."""
+        return not self.pending() and self._shown_key == config_key(self.model.config)
+
+    def _model_name(self) -> str:
+        return str(self.model.config.model.name_or_path or "").strip()
+
+    def _on_model_config_changed(self, section: str, _name: str) -> None:
+        if section not in IGNORED_SECTIONS:
+            self._stale = True
+            self.schedule()
+
+    def _on_model_config_replaced(self, *_args) -> None:
+        self._stale = True
+        self.schedule()
+
+    def _on_model_state_changed(self, state: str) -> None:
+        if state in ACTIVE_STATES:
+            if self._run_key is None:  # a run just started, with the current settings
+                self._run_key = config_key(self.model.config)
+                if self.auto and self._model_name() and self._shown_key != self._run_key:
+                    self.timer.stop()
+                    self._submit()  # now, before the run's model takes the memory
+            return
+        if self._run_key is not None:
+            self._run_key = None
+            self.run_note.hide()
+            if self._stale or self._shown_key != config_key(self.model.config):
+                self.schedule()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().showEvent(event)
+        if self._stale:
+            self.schedule()
+
+    def _on_timer_timeout(self) -> None:
+        if self._run_key is None and self.isVisible():
+            self._submit()
+
+    def _submit(self) -> None:
+        cfg = TrainConfig.from_dict(self.model.config.to_dict())
+        key = config_key(cfg)
+        self._stale = False
+        self.busy_label.show()
+        job = partial(self._estimate_fn, cfg, free_bytes=self.free_bytes)
+        self.tasks.submit("estimate", job, partial(self._on_estimate_done, key))
+
+    def _on_estimate_done(self, key: str, result: Any, error: Exception | None) -> None:
+        self.busy_label.setVisible(self.timer.isActive())
+        self._shown_key = key
+        if error is not None:
+            self.result, self.error = None, _one_line(error)
+            self._show_nothing("")
+            self.summary.hide()
+            set_note(self.note, f"No estimate: {self.error}")
+            self.note.setToolTip(rich_tooltip(str(error)))
+        else:
+            self.result, self.error = result, ""
+            self._show(result)
+        if self._run_key is not None:
+            self.run_note.setVisible(key != config_key(self.model.config))
+        self._fit_tries = 0
+        QTimer.singleShot(0, self, self._fit_height)  # once the new rows are laid out
+        self.estimate_shown.emit()
+
+    # ------------------------------------------------------------------ showing it
+
+    def _show_nothing(self, text: str) -> None:
+        self.summary.setText(text)
+        self.summary.setToolTip("")
+        self.summary.show()
+        for w in self.details:
+            w.hide()
+        set_note(self.note, "")
+        self._fill_advice([])
+
+    def _show(self, r: dict) -> None:
+        m, dev, mem = r.get("model", {}), r.get("device", {}), r.get("memory", {})
+        params, trainable = int(m.get("params") or 0), int(m.get("trainable") or 0)
+        if trainable >= params:
+            share = "all trainable"
+        else:
+            share = (
+                f"{format_count(trainable)} trainable ({100 * trainable / max(params, 1):.2g} %)"
+            )
+        self.summary.setText(
+            f"<b>{_short(m.get('name', ''))}</b>: {format_count(params)} parameters, {share}"
+        )
+        self.summary.setToolTip(
+            rich_tooltip(
+                f"{m.get('layers', '?')} layers, hidden size {m.get('hidden', '?')}, a "
+                f"vocabulary of {int(m.get('vocab') or 0):,}: read from the model's config.json "
+                "(nothing downloaded or loaded)."
+            )
+        )
+        self.summary.show()
+        needed = int(mem.get("needed") or mem.get("total") or 0)
+        free = dev.get("free_bytes")
+        status = fit_status(r.get("fits"), r.get("headroom_bytes"), free)
+        where = "GPU memory" if dev.get("kind") == "cuda" else "RAM"
+        line = f"Needs ≈ {format_bytes(needed)}"
+        if free:
+            line += f" of {format_bytes(free)} free {where}"
+        colour = STATUS_COLOURS[status].name()
+        self.verdict.setText(f"{line}: <b style='color:{colour}'>{VERDICTS[status]}</b>")
+        total_bytes = dev.get("total_bytes")
+        self.verdict.setToolTip(
+            rich_tooltip(
+                f"On {dev.get('name') or dev.get('kind', 'this computer')}"
+                + (f", {format_bytes(total_bytes)} in all" if total_bytes else "")
+                + ". An estimate, not a guarantee.",
+                *[str(n) for n in r.get("notes") or []],
+            )
+        )
+        phase = mem.get("peak_phase", "training")
+        other_phase = "sampling" if phase == "training" else "training"
+        at_peak = set(BAR_ORDER) - set(PHASE_PARTS[other_phase])
+        self.bar.set_parts(
+            [(k, int(mem.get(k) or 0)) for k in BAR_ORDER if k in at_peak], free, status
+        )
+        for key, label in self.part_labels.items():
+            value = int(mem.get(key) or 0)
+            swatch = part_colour(status, key).name()
+            text = f"<span style='color:{swatch}'>■</span> {PART_LABELS[key]} "
+            text += format_bytes(value)
+            extra = self._part_extra(key, r)
+            if key not in at_peak:  # the other phase: freed before the peak
+                text = f"<span style='color:#80868b'>{text}</span>"
+                extra.append(f"Not part of the peak, which comes while {phase}.")
+            label.setText(text)
+            label.setToolTip(rich_tooltip(PART_HELP[key], *extra))
+        seconds = r.get("seconds_per_step")
+        self.time_label.setText(
+            f"≈ {_seconds(seconds)} per step (rough)" if seconds else "Time per step: no estimate"
+        )
+        detail = r.get("seconds_detail") or {}
+        parts = [f"{k}: {_seconds(v)}" for k, v in detail.items() if isinstance(v, (int, float))]
+        self.time_label.setToolTip(rich_tooltip(TIME_HELP, *parts))
+        for w in self.details:
+            w.show()
+        set_note(self.note, "")
+        advice = r.get("advice_detail") or [{"text": a} for a in r.get("advice") or []]
+        if dev.get("kind") == "cpu":  # the Model panel offers 4-bit only with a CUDA GPU
+            advice = [a for a in advice if not _sets_4bit(a)]
+        self._fill_advice(advice if status in ("no", "tight") else [])
+
+    def _part_extra(self, key: str, r: dict) -> list[str]:
+        mem = r.get("memory", {})
+        if key == "weights":
+            return [f"{k}: {format_bytes(v)}" for k, v in (mem.get("weights_detail") or {}).items()]
+        if key == "activations" and r.get("rows_per_pass"):
+            return [f"One training pass takes {r['rows_per_pass']} answers (the micro-batch)."]
+        if key == "kv_cache" and mem.get("sampling_other"):
+            return [f"Other sampling buffers: {format_bytes(mem['sampling_other'])}."]
+        return []
+
+    def _fill_advice(self, advice: list[dict]) -> None:
+        while self.advice_rows.count():
+            row = self.advice_rows.takeAt(0).layout()
+            while row is not None and row.count():
+                row.takeAt(0).widget().deleteLater()
+        self.advice_labels, self.advice_buttons = [], []
+        for item in advice:
+            row = QHBoxLayout()
+            label = wrapped_label(f"• {item.get('text', '')}")
+            self.advice_labels.append(label)
+            row.addWidget(label, 1)
+            change = item.get("change")
+            if isinstance(change, dict) and change:
+                button = QPushButton("Apply")
+                button.setToolTip(rich_tooltip("Change the setting: " + _describe(change)))
+                button.clicked.connect(partial(self._apply, change))
+                self.advice_buttons.append(button)
+                row.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
+            self.advice_rows.addLayout(row)
+        self.advice_box.setVisible(bool(advice))
+
+    def _apply(self, change: dict) -> None:
+        """Make one advice's change through the session model, as the form fields do."""
+        for section, fields in change.items():
+            for name, value in fields.items():
+                self.model.set_value(section, name, value)
+
+    # ------------------------------------------------------------------ fitting the dock
+
+    def _fit_height(self) -> None:
+        """Make the dock holding this view as tall as the content needs at its width (a dock
+        does not grow by itself when advice rows appear: it squeezes them)."""
+        dock = self.parentWidget()
+        window = dock.parentWidget() if isinstance(dock, QDockWidget) else None
+        if not isinstance(window, QMainWindow) or dock.isFloating():
+            return
+        layout = self.layout()
+        layout.activate()
+        need = layout.totalHeightForWidth(max(self.width(), 200))
+        if need > 0 and need != self.height() and self._fit_tries < 3:
+            self._fit_tries += 1  # the dock may land a few pixels off: look again once laid out
+            extra = dock.height() - self.height()  # title bar and frame
+            window.resizeDocks([dock], [need + extra], Qt.Orientation.Vertical)
+            QTimer.singleShot(0, self, self._fit_height)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self._fit_tries = 0
+            QTimer.singleShot(0, self, self._fit_height)  # narrower: advice wraps to more lines
+
+
+def _sets_4bit(advice: dict) -> bool:
+    change = advice.get("change")
+    return isinstance(change, dict) and change.get("quantization", {}).get("mode") == "4bit"
+
+
+def _describe(change: dict) -> str:
+    return ", ".join(f"{s}.{n} = {v}" for s, fields in change.items() for n, v in fields.items())
+
+
+def _one_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def _short(name: str) -> str:
+    parts = str(name).rstrip("/").split("/")
+    return "/".join(parts[-2:]) if len(parts) > 1 else str(name)
+
+
+def _seconds(value: float) -> str:
+    if value >= 120:
+        return f"{value / 60:.0f} min"
+    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
+
+
+__all__ = ["EstimateView", "config_key"]

@@ -1,0 +1,202 @@
+"""The "Will it fit?" estimate in the main window (issue 14 §2), with the real engine estimate
+(engine/estimate.py; only the free memory is given, so the verdicts do not depend on this
+machine): the demo's parameters and memory parts, updates after edits in the real forms
+(debounced: two quick edits make one estimate), "will not fit" with advice whose Apply button
+changes the setting, an error as a one-line note, nothing while no model is chosen, the running
+settings' estimate kept during a run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import make_fake_train
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtWidgets import QApplication
+
+from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.ui.main_window import MainWindow
+from grpo_desktop.ui.panels.estimate_bar import fit_status, format_bytes, format_count
+from grpo_desktop.ui.run.worker import RUNNING, STOPPED
+
+GB = 10**9
+# Llama-3.2-1B's sizes (config.json only: the estimate reads nothing else of a model).
+LLAMA_1B = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "intermediate_size": 8192,
+    "num_hidden_layers": 16,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "vocab_size": 128256,
+    "tie_word_embeddings": True,
+    "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-5,
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _warm_estimate():
+    """The first estimate in a process imports transformers' model code and times the CPU
+    (seconds); done once here so each test waits only for its own estimates."""
+    from grpo_desktop.engine.estimate import estimate_run
+
+    estimate_run(demo_config(), free_bytes=8 * GB)
+
+
+@pytest.fixture
+def make_window(show_window, tmp_path):
+    def make(cfg=None, free_bytes: int = 8 * GB, train_fn=None) -> MainWindow:
+        settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+        w = MainWindow(
+            cfg or demo_config(), train_fn or make_fake_train(), settings=settings,
+            probe_device=False,
+        )  # fmt: skip
+        show_window(w)
+        w.estimate_view.start(free_bytes=free_bytes)
+        return w
+
+    return make
+
+
+def wait_estimate(qtbot, w: MainWindow) -> dict | None:
+    view = w.estimate_view
+    qtbot.waitUntil(view.shown_for_current_settings, timeout=30_000)
+    return view.result
+
+
+def legend(w: MainWindow) -> dict[str, str]:
+    return {key: label.text() for key, label in w.estimate_view.part_labels.items()}
+
+
+def editor(w: MainWindow, name: str):
+    return w.hyper_panel.forms["algorithm"].editors[("algorithm", name)].widget
+
+
+def test_the_demo_model_shows_its_parameters_and_memory_parts(qtbot, make_window):
+    w = make_window()
+    r = wait_estimate(qtbot, w)
+    view = w.estimate_view
+    # builtin:demo: 1,595,136 parameters, all trained (full fine-tuning), float32 on the CPU:
+    # 1,595,136 × 4 bytes = 6,380,544 bytes of weights.
+    assert r["model"]["params"] == 1_595_136
+    assert "1.6 M parameters, all trainable" in view.summary.text()
+    assert r["memory"]["weights"] == 1_595_136 * 4
+    assert "Weights 6.4 MB" in legend(w)["weights"]
+    for key in ("adapters_optimizer", "activations", "logits", "kv_cache", "overhead"):
+        assert format_bytes(r["memory"][key]) in legend(w)[key], key
+        assert view.part_labels[key].toolTip(), key  # each part explains itself
+    assert "KV cache" in legend(w)["kv_cache"]
+    assert "keys and values" in view.part_labels["kv_cache"].toolTip()
+    assert "G × completion" in view.part_labels["activations"].toolTip()
+    # The bar holds the peak's parts (the sampling phase's are freed before training peaks).
+    assert sum(v for _, v in view.bar.parts) == r["memory"]["needed"]
+    assert view.bar.status == "fits" and view.bar.isVisible()
+    assert f"of {format_bytes(8 * GB)} free RAM" in view.verdict.text()
+    assert ">fits<" in view.verdict.text()
+    assert "per step (rough)" in view.time_label.text()
+    assert not view.advice_box.isVisible() and not view.note.isVisible()
+
+
+def test_edits_in_the_real_form_update_the_estimate_once_after_a_pause(qtbot, make_window):
+    w = make_window()
+    before = wait_estimate(qtbot, w)
+    shown = []
+    w.estimate_view.estimate_shown.connect(lambda: shown.append(w.estimate_view.result))
+    w.docks["hyper"].raise_()
+    editor(w, "num_generations").setValue(12)  # two quick edits: one estimate, of the last
+    editor(w, "num_generations").setValue(16)
+    after = wait_estimate(qtbot, w)
+    assert len(shown) == 1 and w.model.config.algorithm.num_generations == 16
+    # The KV cache holds every row being sampled: B × G = 4 × 8 = 32 rows before, 4 × 16 = 64
+    # after; the tokens per row are the same, so it doubles.
+    assert after["memory"]["kv_cache"] == 2 * before["memory"]["kv_cache"]
+    assert format_bytes(after["memory"]["kv_cache"]) in legend(w)["kv_cache"]
+
+    editor(w, "max_completion_length").setValue(320)
+    longer = wait_estimate(qtbot, w)
+    assert longer["assumed"]["completion_tokens"] == 320
+    assert longer["memory"]["kv_cache"] > after["memory"]["kv_cache"]
+    assert longer["seconds_per_step"] > after["seconds_per_step"]
+
+
+def test_too_little_memory_says_will_not_fit_and_apply_makes_the_change(
+    qtbot, make_window, tmp_path
+):
+    folder = tmp_path / "llama-1b"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(LLAMA_1B))
+    cfg = demo_config().replace(model={"name_or_path": str(folder)})  # full fine-tuning
+    w = make_window(cfg, free_bytes=8 * GB)
+    r = wait_estimate(qtbot, w)
+    view = w.estimate_view
+    assert r["fits"] is False and view.bar.status == "no"
+    assert "1.24 B parameters, all trainable" in view.summary.text()
+    assert ">will not fit<" in view.verdict.text()
+    assert view.advice_box.isVisible() and view.advice_labels
+    texts = [label.text() for label in view.advice_labels]
+    assert not any("4-bit" in t for t in texts)  # no 4-bit advice on the CPU
+    lora = next(i for i, t in enumerate(texts) if "LoRA" in t)
+    qtbot.mouseClick(view.advice_buttons[lora], Qt.MouseButton.LeftButton)
+    assert w.model.config.lora.enabled is True
+    assert w.model_panel.lora_form.editors[("lora", "enabled")].widget.isChecked()
+    after = wait_estimate(qtbot, w)
+    assert after["memory"]["adapters_optimizer"] < r["memory"]["adapters_optimizer"] / 10
+    assert "trainable (" in view.summary.text()  # LoRA: a share of the parameters trains
+
+
+def test_an_estimate_error_is_a_one_line_note(qtbot, make_window, tmp_path):
+    w = make_window()
+    box = w.model_panel.model_box
+    box.lineEdit().clear()
+    qtbot.keyClicks(box.lineEdit(), str(tmp_path / "no-such-model"))
+    qtbot.keyClick(box.lineEdit(), Qt.Key.Key_Return)
+    wait_estimate(qtbot, w)
+    view = w.estimate_view
+    assert view.note.isVisible() and view.note.text().startswith("No estimate: ")
+    assert "\n" not in view.note.text() and "no-such-model" in view.note.text()
+    assert not view.bar.isVisible() and not view.legend.isVisible()
+    assert QApplication.activeModalWidget() is None
+
+
+def test_no_model_shows_a_dash_and_estimates_nothing(qtbot, make_window):
+    w = make_window()
+    view = w.estimate_view
+    assert view.pending()  # the demo's estimate is due in 300 ms ...
+    w.model.set_value("model", "name_or_path", "")
+    assert not view.pending()  # ... and is called off
+    assert view.summary.text().startswith("—") and "Choose a model" in view.summary.text()
+    assert not view.bar.isVisible() and view.result is None
+
+
+def test_during_a_run_it_keeps_the_running_settings_estimate(qtbot, make_window):
+    w = make_window(train_fn=make_fake_train(delay=0.05))
+    w.model.set_value("run", "max_steps", 1000)
+    running = wait_estimate(qtbot, w)
+    w.controls.start_action.trigger()
+    qtbot.waitUntil(lambda: w.model.state == RUNNING, timeout=10_000)
+    w.model.set_value("algorithm", "num_generations", 16)
+    view = w.estimate_view
+    assert not view.pending() and view.result is running
+    assert view.run_note.isVisible() and "running settings" in view.run_note.text()
+    w.model.stop()
+    qtbot.waitUntil(lambda: w.model.state == STOPPED, timeout=10_000)
+    after = wait_estimate(qtbot, w)  # the run ended: the edited settings are estimated
+    assert after is not running and not view.run_note.isVisible()
+    assert after["memory"]["kv_cache"] == 2 * running["memory"]["kv_cache"]
+
+
+def test_fit_status_and_number_formats():
+    # fits with ≥ 10 % of the free memory left, tight below that, no when it does not fit.
+    assert fit_status(True, 5 * GB, 10 * GB) == "fits"
+    assert fit_status(True, GB - 1, 10 * GB) == "tight"
+    assert fit_status(False, -GB, 10 * GB) == "no"
+    assert fit_status(None, None, None) == "unknown"
+    assert [format_bytes(n) for n in (3.24e9, 412e6, 1.5e6, 96e3)] == [
+        "3.2 GB", "412 MB", "1.5 MB", "96 KB"
+    ]  # fmt: skip
+    assert [format_count(n) for n in (1_235_814_400, 494_032_768, 1_595_136, 51_000)] == [
+        "1.24 B", "494 M", "1.6 M", "51 K"
+    ]  # fmt: skip
