@@ -106,7 +106,7 @@ def _all_right(step):
 
 
 SCENARIOS = {  # kind: (events, the step it must fire at)
-    "reward_hacking": (scenario(_hacked, evals={0: 0.5, 5: 0.49, 10: 0.46, 15: 0.47}), 10),
+    "reward_hacking": (scenario(_hacked, evals={0: 0.5, 4: 0.49, 8: 0.47, 12: 0.46}), 12),
     "no_signal": (scenario(_set("frac_reward_zero_std", 1.0, after=3), groups=_all_wrong), 8),
     "truncation": (scenario(_set("completions/clipped_ratio", 0.6, after=4)), 7),
     "length_drift": (scenario(_set("completions/mean_length", 170, after=11)), 14),
@@ -142,10 +142,10 @@ def test_messages_carry_the_numbers_of_the_run():
         return next(a for e in SCENARIOS[kind][0] for a in monitor.observe(e))
 
     hack = first("reward_hacking")
-    # Reward 0.5 + 0.03·step rises 0.03 × (10 − 0) = 0.30 between the evaluations at steps 0
-    # and 10; accuracy 50 % → 46 %.
-    assert "rose by 0.30 between steps 0 and 10" in hack.message
-    assert "fell (50% → 46%)" in hack.message
+    # Reward 0.5 + 0.03·step rises 0.03 × (12 − 0) = 0.36 between the evaluations at steps 0
+    # and 12; accuracy 50, 49, 47, 46 % fits a slope of −0.035 per 10 steps: it fell.
+    assert "rose by 0.36 between steps 0 and 12" in hack.message
+    assert "fell (50% → 46% over 4 evaluations)" in hack.message
     signal = first("no_signal")
     # Steps 4–8, 4 groups each: 3 all-wrong groups (two 0/1, one 0/0) and 1 with spread.
     assert "5 steps in a row" in signal.message and "15 of those 15" in signal.message
@@ -181,8 +181,24 @@ def test_healthy_metrics_raise_nothing_in_100_steps():
 
 
 def test_reward_rising_with_accuracy_is_not_hacking():
-    evals = {0: 0.5, 5: 0.55, 10: 0.62}
-    assert feed(HealthMonitor(), scenario(_hacked, steps=12, evals=evals)) == []
+    evals = {0: 0.5, 4: 0.55, 8: 0.62, 12: 0.66}
+    assert feed(HealthMonitor(), scenario(_hacked, steps=14, evals=evals)) == []
+
+
+def _solving(step, m):
+    _hacked(step, m)
+    m["rewards/accuracy/mean"] = m["reward"] - 0.2  # the rise is all in right training answers
+
+
+def test_a_rise_that_right_training_answers_explain_needs_held_out_accuracy_to_fall():
+    # Held-out accuracy 100 problems wide wobbles by ±5 points: flat is not enough here ...
+    flat = {0: 0.5, 4: 0.52, 8: 0.49, 12: 0.5}
+    assert feed(HealthMonitor(), scenario(_solving, steps=14, evals=flat)) == []
+    # ... a fall of 5 points or more is (fitted: 50, 48, 46, 43 % is −0.07 over 12 steps).
+    falling = {0: 0.5, 4: 0.48, 8: 0.46, 12: 0.43}
+    assert feed(HealthMonitor(), scenario(_solving, steps=14, evals=falling)) == [
+        (12, "reward_hacking")
+    ]
 
 
 def test_steps_without_signal_do_not_make_the_next_gradient_a_spike():

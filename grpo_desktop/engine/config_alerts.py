@@ -41,7 +41,7 @@ class AlertsConfig:
         advanced=True,
     )
     hack_evals: int = option(
-        3,
+        4,
         label="Evaluations compared (hacking)",
         min=2,
         max=100,
@@ -65,6 +65,15 @@ class AlertsConfig:
         max=1.0,
         help="Held-out accuracy counts as flat unless it rose by at least this much (0.02 = 2 "
         "points) over the same evaluations.",
+        advanced=True,
+    )
+    hack_accuracy_drop: float = option(
+        0.05,
+        label="Accuracy drop (hacking)",
+        min=0.0,
+        max=1.0,
+        help="Held-out accuracy falling by this much (0.05 = 5 points) while the reward rises is "
+        "reward hacking even when the model also solves more training problems.",
         advanced=True,
     )
     format_share: float = option(

@@ -8,8 +8,11 @@ an alarm raised before the stop is not raised again. The kinds, their titles and
 in engine/alarm_kinds.py; the thresholds in the config's `alerts` section (engine/config_alerts.py).
 
 What raises each kind (defaults in brackets):
-- reward_hacking: over the last [3] held-out evaluations the training reward rose by [10 %] of the
-  highest reward possible while held-out accuracy gained less than [2 points]; or, over 5 steps,
+- reward_hacking: over the last [4] held-out evaluations the training reward rose by [10 %] of the
+  highest reward possible (least-squares fits) while held-out accuracy gained less than [2
+  points] and either fell by [5 points] or more, or more right training answers do not explain
+  that rise (its accuracy part, weight × the fitted rise of rewards/accuracy/mean, subtracted,
+  still [10 %]: held-out accuracy of 100 problems moves ±5 points by chance); or, over 5 steps,
   the format reward made [60 %] or more of the reward's spread inside groups (its share of the
   pooled within-group variance: Σ cov(w·format, total) / Σ var(total)).
 - no_signal: frac_reward_zero_std ≥ [0.8] for [5] steps running; the rollouts say whether the
@@ -44,6 +47,14 @@ from grpo_desktop.engine.events import Alert
 MEDIAN_WINDOW = 50  # steps a running median looks back over
 MEDIAN_MIN = 5  # steps of history before a spike can be judged
 SPREAD_STEPS = 5  # steps over which the format share of the spread is pooled
+TRACKED = (
+    "reward",
+    "rewards/accuracy/mean",
+    "completions/mean_length",
+    "kl",
+    "entropy",
+    "grad_norm",
+)
 _SKIPPED_LINE = '{"type": "rollouts"'  # replaying a log needs no rollouts
 
 
@@ -177,7 +188,7 @@ class HealthMonitor:
     def _on_step(self, event: Any) -> list[Alert]:
         step = int(_get(event, "step", 0))
         m = _get(event, "metrics") or {}
-        for name in ("reward", "completions/mean_length", "kl", "entropy", "grad_norm"):
+        for name in TRACKED:
             value = _num(m.get(name))
             if value is not None:
                 self.series.setdefault(name, []).append((step, value))
@@ -369,25 +380,37 @@ class HealthMonitor:
         s = self.settings
         if len(self.evals) < s.hack_evals:
             return []
-        (s0, a0), (s1, a1) = self.evals[-s.hack_evals], self.evals[-1]
-        rewards = [(k, v) for k, v in self.series.get("reward", []) if s0 < k <= s1]
+        window = self.evals[-s.hack_evals :]
+        (s0, a0), (s1, a1) = window[0], window[-1]
+        rewards = self._between("reward", s0, s1)
         if len(rewards) < 5:
             return []
         rise = _slope(rewards) * (s1 - s0)
+        gain = _slope(window) * (s1 - s0)  # held-out accuracy, fitted over the evaluations
+        # The part of the rise that more right training answers explain (they should show on
+        # held-out problems too, but 100 held-out problems move by ±5 points by chance alone).
+        solved = self._between("rewards/accuracy/mean", s0, s1)
+        explained = self.weights.get("accuracy", 0.0) * _slope(solved) * (s1 - s0) if solved else 0
         scale = sum(self.weights.values()) or 1.0
-        if rise < s.hack_reward_rise * scale or a1 - a0 >= s.hack_accuracy_gain:
+        unexplained = rise - max(explained, 0.0) >= s.hack_reward_rise * scale
+        if rise < s.hack_reward_rise * scale or gain >= s.hack_accuracy_gain:
             return []
-        went = "fell" if a1 < a0 - 1e-9 else "stayed flat"
+        if not unexplained and gain > -s.hack_accuracy_drop:
+            return []
+        went = "fell" if gain <= -s.hack_accuracy_gain else "stayed flat"
         return self._raise(
             "reward_hacking",
             step,
             f"The training reward rose by {rise:.2f} between steps {s0} and {s1} while held-out "
-            f"accuracy {went} ({a0:.0%} → {a1:.0%}): the model is getting better at the reward, "
-            "not at the problems.",
+            f"accuracy {went} ({a0:.0%} → {a1:.0%} over {len(window)} evaluations): the model is "
+            "getting better at the reward, not at the problems.",
             "Look at the rollouts for what earns the reward (tags, hedged answers), give accuracy "
             "the largest weight, use the strict answer checker, and keep the checkpoint with the "
             "best held-out accuracy.",
         )
+
+    def _between(self, name: str, first: int, last: int) -> list[tuple[int, float]]:
+        return [(k, v) for k, v in self.series.get(name, []) if first < k <= last]
 
 
 def _slope(points: list[tuple[int, float]]) -> float:
