@@ -134,9 +134,10 @@ def test_the_panels_cover_every_config_field(qtbot, model):
     assert len(covered) == len(set(covered)), "a field is edited in two panels"
 
 
-def test_the_hyperparameter_form_covers_every_algorithm_and_run_field(qtbot, model):
+def test_the_hyperparameter_form_covers_every_algorithm_run_and_alerts_field(qtbot, model):
     panel = make(qtbot, HyperPanel, model)
-    expected = {(s, f.name) for s in ("algorithm", "run") for f in dataclasses.fields(SECTIONS[s])}
+    sections = ("algorithm", "run", "alerts")
+    expected = {(s, f.name) for s in sections for f in dataclasses.fields(SECTIONS[s])}
     assert set(panel.fields()) == expected
     for editor in panel.forms["algorithm"].editors.values():
         assert editor.meta["help"] in html.unescape(editor.widget.toolTip())

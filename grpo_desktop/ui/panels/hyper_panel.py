@@ -1,6 +1,6 @@
 """The Hyperparameters panel: the GRPO algorithm and run settings, generated from the config metadata.
 
-Every field of the `algorithm` and `run` sections gets an editor whose tooltip is its help text;
+Every field of the `algorithm`, `run` and `alerts` (health alarms) sections gets an editor whose tooltip is its help text;
 presets (GRPO, Dr. GRPO, DAPO, GSPO) set the algorithm fields at once; "Show advanced settings"
 reveals the fields marked advanced; validation messages appear under the field they concern, and
 cross-field problems and risky settings at the top.
@@ -25,7 +25,7 @@ from grpo_desktop.engine.config import PRESET_LABELS, SECTIONS
 from grpo_desktop.ui.common.form import CROSS_FIELD, ConfigForm
 from grpo_desktop.ui.common.widgets import note_label, rich_tooltip, set_note
 
-HYPER_SECTIONS = ("algorithm", "run")
+HYPER_SECTIONS = ("algorithm", "run", "alerts")
 PRESET_HELP = {
     "grpo": "DeepSeekMath's GRPO: per-answer token mean, group std scaling, KL penalty 0.04.",
     "dr_grpo": "Dr. GRPO: no length normalisation and no std scaling (removes the length bias); "
@@ -62,7 +62,7 @@ class HyperPanel(QWidget):
         self.forms: dict[str, ConfigForm] = {}
         inner = QWidget()
         col = QVBoxLayout(inner)
-        titles = {"algorithm": "GRPO algorithm", "run": "Run"}
+        titles = {"algorithm": "GRPO algorithm", "run": "Run", "alerts": "Health alarms"}
         for section in HYPER_SECTIONS:
             fields = [(section, f.name) for f in dataclasses.fields(SECTIONS[section])]
             form = ConfigForm(model, fields)
