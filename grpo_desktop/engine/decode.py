@@ -14,7 +14,8 @@ exactly the same answers with and without it.
 
 It covers what it can check: Llama and Qwen2 models on the CPU, every layer full attention, each
 projection a plain `nn.Linear` (LoRA only while `lora_merged` has folded it into the weights),
-no hooks. For anything else `lean_decoder` returns None and the sampler calls the model.
+no hooks. For anything else `lean_decoder` returns None and the sampler calls the model. On
+CUDA the sampler uses `engine/decode_static.py` instead (fixed shapes for CUDA graphs).
 """
 
 from __future__ import annotations
@@ -141,9 +142,11 @@ class LeanDecoder:
         return self._apply(self.lm_head, self.norm(h))[:, -1, :]  # (N, V)
 
 
-def lean_decoder(model, cache, capacity: int) -> LeanDecoder | None:
-    """A LeanDecoder continuing from `cache` (the prefill's, every row expanded) with room for
-    `capacity` positions in all, or None when this model is not one it can run exactly."""
+def supported_model(model):
+    """(transformers model, its decoder) when `model` is one a hand-run decode step computes
+    exactly: Llama or Qwen2, every layer full attention, sdpa or eager attention, no hooks on the
+    model, its decoder, embedding, final norm or output layer; else None. Shared with
+    engine/decode_static.py, which adds its own checks of the layers."""
     base = _base_model(model)
     config = getattr(base, "config", None)
     if type(base).__name__ not in ARCHITECTURES or config is None:
@@ -158,8 +161,20 @@ def lean_decoder(model, cache, capacity: int) -> LeanDecoder | None:
     needed = ("embed_tokens", "rotary_emb", "norm", "layers")
     if inner is None or not all(hasattr(inner, n) for n in needed):
         return None
+    if any(_hooked(m) for m in (base, inner, inner.embed_tokens, inner.norm, base.lm_head)):
+        return None
+    return base, inner
+
+
+def lean_decoder(model, cache, capacity: int) -> LeanDecoder | None:
+    """A LeanDecoder continuing from `cache` (the prefill's, every row expanded) with room for
+    `capacity` positions in all, or None when this model is not one it can run exactly."""
+    found = supported_model(model)
+    if found is None:
+        return None
+    base, inner = found
     if inner.embed_tokens.weight.device.type != "cpu":
-        return None  # measured on CPUs only; GPUs keep the model's own forward
+        return None  # measured on CPUs only; GPUs use engine/decode_static.py
     try:
         layers = [_Layer(layer) for layer in inner.layers]
     except AttributeError:
@@ -169,8 +184,6 @@ def lean_decoder(model, cache, capacity: int) -> LeanDecoder | None:
             return None
         if any(_hooked(m) for m in layer.modules + layer.linears):
             return None
-    if any(_hooked(m) for m in (base, inner, inner.embed_tokens, inner.norm, base.lm_head)):
-        return None
     if _plain_linear(base.lm_head) is None:
         return None
     for i in range(len(layers)):

@@ -27,10 +27,22 @@ from collections.abc import Iterator
 import torch
 
 from grpo_desktop.engine.decode import lean_decoder
+from grpo_desktop.engine.decode_graph import GraphedDecode
+from grpo_desktop.engine.decode_static import static_decoder
 from grpo_desktop.engine.kernels import fast_linear
 
 SYNC_EVERY_CUDA = 8  # check "all rows finished" every k tokens on GPU (each check is a sync)
 LEAN_DECODE = True  # decode Llama-family models with engine/decode.py (False: the model's forward)
+# Where the fixed-shape step of engine/decode_static.py (CUDA graphs on CUDA) decodes: "cuda",
+# "always" (the CPU too: tests) or "never" (the model's forward on CUDA).
+STATIC_DECODE = "cuda"
+_last = {"path": "none"}
+
+
+def last_decode_path() -> str:
+    """How the last `sample_tokens` call decoded: "lean" (CPU), "static graph", "static eager",
+    "static eager (fallback)" (capture failed or disagreed), "forward", or "prefill only"."""
+    return _last["path"]
 
 
 def _cache_keyword() -> str:
@@ -87,45 +99,78 @@ def sample_tokens(
     with fast_linear(device):
         last_logits, cache = _prefill(model, prompt_ids, attention, positions)  # (N, V)
     capacity = prompt_ids.size(1) + max_new_tokens
-    decode = lean_decoder(model, cache, capacity) if LEAN_DECODE else None
+    static = _static(model, cache, capacity, attention, positions) if max_new_tokens > 1 else None
+    decode = None
+    if static is None and LEAN_DECODE:
+        decode = lean_decoder(model, cache, capacity)
+    if static is not None or decode is not None:
+        cache = None  # the decoder copied the keys and values into its own buffers
     next_pos = positions[:, -1:] + 1  # (N, 1)
     finished = torch.zeros(N, dtype=torch.bool, device=device)  # (N,)
     ones = torch.ones(N, 1, dtype=attention.dtype, device=device)  # (N, 1)
     tokens = []
-    for t in range(max_new_tokens):
-        logits = last_logits.float()  # (N, V)
-        if t < min_new_tokens:
-            logits[:, stops] = float("-inf")
-        if greedy:
-            nxt = logits.argmax(dim=-1)  # (N,)
-        else:
-            logits = logits / temperature
-            if top_p < 1.0:
-                logits = _top_p_filter(logits, top_p)
-            nxt = torch.multinomial(torch.softmax(logits, dim=-1), 1).squeeze(1)  # (N,)
-        nxt = nxt.masked_fill(finished, pad_id)
-        tokens.append(nxt)
-        finished |= torch.isin(nxt, stops)
-        if t == max_new_tokens - 1:
-            break
-        if (device.type != "cuda" or t % SYNC_EVERY_CUDA == 0) and bool(finished.all()):
-            break
-        attention = torch.cat([attention, ones], dim=1)  # (N, P + t + 1)
-        if decode is not None:
-            last_logits = decode(nxt, attention, next_pos)  # (N, V)
-        else:
-            with fast_linear(device):
-                out = model(
-                    input_ids=nxt.unsqueeze(1),
-                    attention_mask=attention,
-                    position_ids=next_pos,
-                    use_cache=True,
-                    **{CACHE: cache},
-                )
-            cache = out_cache(out)
-            last_logits = out.logits[:, -1, :]  # (N, V)
-        next_pos = next_pos + 1
+    try:
+        for t in range(max_new_tokens):
+            logits = last_logits.float()  # (N, V)
+            if t < min_new_tokens:
+                logits[:, stops] = float("-inf")
+            if greedy:
+                nxt = logits.argmax(dim=-1)  # (N,)
+            else:
+                logits = logits / temperature
+                if top_p < 1.0:
+                    logits = _top_p_filter(logits, top_p)
+                nxt = torch.multinomial(torch.softmax(logits, dim=-1), 1).squeeze(1)  # (N,)
+            nxt = nxt.masked_fill(finished, pad_id)
+            tokens.append(nxt)
+            finished |= torch.isin(nxt, stops)
+            if t == max_new_tokens - 1:
+                break
+            if (device.type != "cuda" or t % SYNC_EVERY_CUDA == 0) and bool(finished.all()):
+                break
+            if static is not None:
+                last_logits = static(nxt)  # (N, V) fixed shapes: no mask or positions to grow
+                continue
+            attention = torch.cat([attention, ones], dim=1)  # (N, P + t + 1)
+            if decode is not None:
+                last_logits = decode(nxt, attention, next_pos)  # (N, V)
+            else:
+                with fast_linear(device):
+                    out = model(
+                        input_ids=nxt.unsqueeze(1),
+                        attention_mask=attention,
+                        position_ids=next_pos,
+                        use_cache=True,
+                        **{CACHE: cache},
+                    )
+                cache = out_cache(out)
+                last_logits = out.logits[:, -1, :]  # (N, V)
+            next_pos = next_pos + 1
+    finally:
+        if static is not None:
+            static.close()  # the graph's memory pool goes back for the training pass
+    _last["path"] = _path_name(static, decode, max_new_tokens)
     return torch.stack(tokens, dim=1)  # (N, C)
+
+
+def _static(model, cache, capacity, attention, positions) -> GraphedDecode | None:
+    """The fixed-shape decode step (with a CUDA graph on CUDA) where STATIC_DECODE asks for it
+    and the model is one it runs exactly; else None."""
+    device = attention.device
+    if STATIC_DECODE == "never" or (STATIC_DECODE == "cuda" and device.type != "cuda"):
+        return None
+    decoder = static_decoder(model, cache, capacity, attention, positions)
+    if decoder is None:
+        return None
+    return GraphedDecode(decoder)
+
+
+def _path_name(static: GraphedDecode | None, lean, max_new_tokens: int) -> str:
+    if max_new_tokens <= 1:
+        return "prefill only"
+    if static is not None:
+        return "static " + static.mode if static.mode != "graph" else "static graph"
+    return "lean" if lean is not None else "forward"
 
 
 def prompt_runs(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor):
@@ -186,10 +231,21 @@ def _prefill(model, prompt_ids, attention, positions):
     return out.logits[:, -1, :], out_cache(out)
 
 
-def _mergeable_lora_layers(model) -> list:
-    """The LoRA layers of a peft model when every one of them can be folded into a float32
-    nn.Linear on the CPU (one active adapter, no DoRA, no LoRA bias, not merged already); else [].
-    Not on GPUs: the merged copy of the weights would cost GPU memory, the scarce resource there."""
+HALF = (torch.float16, torch.bfloat16)
+STASH_SHARE = 0.5  # merged copies may take this share of the free GPU memory, else stash on host
+
+
+def _foldable(weight: torch.Tensor, half: bool) -> bool:
+    """A base weight `lora_merged` folds: float32 on the CPU; half precision where `half`."""
+    if weight.dtype == torch.float32 and weight.device.type == "cpu":
+        return True
+    return half and weight.dtype in HALF
+
+
+def _mergeable_lora_layers(model, half: bool = False) -> list:
+    """The LoRA layers of a peft model when every one of them can be folded into its nn.Linear
+    (one active adapter, no DoRA, no LoRA bias, not merged already; a float32 CPU weight, or a
+    float16/bfloat16 one when `half`); else []. 4-bit and 8-bit bases cannot be folded."""
     try:
         from peft import PeftModel
         from peft.tuners.lora import LoraLayer
@@ -215,8 +271,7 @@ def _mergeable_lora_layers(model) -> list:
             name is None
             or name not in layer.lora_A
             or type(layer.base_layer) is not torch.nn.Linear
-            or layer.base_layer.weight.dtype != torch.float32
-            or layer.base_layer.weight.device.type != "cpu"
+            or not _foldable(layer.base_layer.weight, half)
             or layer.merged
             or layer.disable_adapters
             or layer.use_dora.get(name, False)
@@ -226,25 +281,60 @@ def _mergeable_lora_layers(model) -> list:
     return layers
 
 
+def _stash_for(weights: list[torch.Tensor]) -> str:
+    """Where lora_merged keeps the original weights: "device" (the merged values are new
+    tensors beside them: no copies, costs their size in device memory) unless they are on a GPU
+    with too little free memory for that, then "host" (originals copied to host memory, merged
+    in place, copied back)."""
+    device = weights[0].device
+    if device.type != "cuda":
+        return "device"
+    free, _ = torch.cuda.mem_get_info(device)
+    free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    needed = sum(w.numel() * w.element_size() for w in weights)
+    return "device" if needed <= STASH_SHARE * free else "host"
+
+
 @contextlib.contextmanager
-def lora_merged(model) -> Iterator[None]:
+def lora_merged(model, *, half: bool | None = None, stash: str | None = None) -> Iterator[None]:
     """For generation: each LoRA layer's base weight temporarily holds W + scale·B·A and the
-    adapters are off, so a decode step runs one matmul per layer instead of three. The original
-    weight tensors are put back on exit (exactly: no subtraction), also after an error. The same
-    function up to float32 rounding; models it cannot merge wholly run unchanged."""
-    layers = _mergeable_lora_layers(model)
+    adapters are off, so a decode step runs one matmul per layer instead of three. Folded: float32
+    CPU weights, and float16/bfloat16 ones on CUDA (`half=None`; True folds them anywhere, for
+    tests). Half precision rounds once, W + ΔW computed in float32: the sampled distribution then
+    differs from the scored one by that rounding (as when TRL hands merged weights to vLLM); on
+    the CPU bf16 layers stay unmerged. Originals are put back on exit bit for bit (no
+    subtraction), also after an error: kept beside the merged tensors, or with `stash="host"`
+    (chosen on a GPU short of memory, `_stash_for`) copied to host memory and copied back into
+    the same storage. Models it cannot merge wholly (4-bit, 8-bit, DoRA ...) run unchanged."""
+    if half is None:  # half-precision weights are folded on CUDA only
+        half = any(p.device.type == "cuda" for p in model.parameters())
+    layers = _mergeable_lora_layers(model, half=half)
     if not layers:
         yield
         return
-    originals = []
+    weights = [layer.base_layer.weight for layer in layers]
+    stash = stash or _stash_for(weights)
+    originals = []  # (parameter, its original tensor or a host copy of it)
     try:
         with torch.no_grad():
-            for layer in layers:
-                weight = layer.base_layer.weight
-                originals.append((weight, weight.data))
-                weight.data = weight.data + layer.get_delta_weight(layer.active_adapters[0])
+            for layer, weight in zip(layers, weights):
+                delta = layer.get_delta_weight(layer.active_adapters[0])  # (out, in)
+                merged = (weight.data.float() + delta.float()).to(weight.dtype)  # (out, in)
+                if stash == "host":
+                    pinned = weight.device.type == "cuda"
+                    saved = torch.empty(weight.shape, dtype=weight.dtype, pin_memory=pinned)
+                    originals.append((weight, saved.copy_(weight.data)))
+                    weight.data.copy_(merged)
+                else:
+                    originals.append((weight, weight.data))
+                    weight.data = merged
+                del merged, delta
         with model.disable_adapter():
             yield
     finally:
-        for weight, data in originals:
-            weight.data = data
+        with torch.no_grad():
+            for weight, data in originals:
+                if stash == "host":
+                    weight.data.copy_(data)
+                else:
+                    weight.data = data
