@@ -188,3 +188,9 @@ def test_other_labs_join_with_add_tab(qtbot, lab):
     assert lab.show_tab("Reward design") is extra and lab.tabs.currentWidget() is extra
     assert lab.show_tab("no such tab") is extra  # unknown: stays where it is
     assert lab.tab("Reward design") is extra and lab.tab("nope") is None
+
+
+def test_the_lab_fits_a_small_laptop_screen(qtbot, lab):
+    # a 1280×720 screen, less the window frame and a panel: every tab must fit in 1240×660
+    hint = lab.minimumSizeHint()
+    assert hint.width() <= 1240 and hint.height() <= 660, hint

@@ -69,7 +69,9 @@ class SignalChartView(QWidget):
             "or type a value."
         )
         self.readout = QLabel()
+        self.readout.setWordWrap(True)
         self.legend = QLabel()
+        self.legend.setWordWrap(True)
         self.legend.setToolTip("What the lines on the chart are.")
         self.readout.setToolTip("The chance that one group of G answers to this problem teaches.")
 
