@@ -65,7 +65,13 @@ def _isolated_user_dirs(tmp_path_factory, monkeypatch):
 
 # Said by Qt's offscreen platform plugin itself whenever a top-level window is shown; it is about
 # the headless test platform, not about anything the app does.
-QT_PLATFORM_NOISE = ("This plugin does not support propagateSizeHints()",)
+QT_PLATFORM_NOISE = (
+    "This plugin does not support propagateSizeHints()",
+    # the offscreen platform cannot raise a window that is shown already, or grab the keyboard
+    # for a popup menu (a context menu in the tests)
+    "This plugin does not support raise()",
+    "This plugin does not support grabbing the keyboard",
+)
 
 
 @pytest.fixture(autouse=True)

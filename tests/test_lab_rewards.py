@@ -185,7 +185,7 @@ def test_no_signal_on_a_real_step_names_its_all_wrong_and_all_right_groups(step)
     lab = _lab(step)
     settings = LabSettings.from_config(config)
     assert "no_signal" not in [v.kind for v in lab.compute(settings).verdicts]
-    # Accuracy alone: group 2 got every answer wrong, group 6 every answer right.
+    # Accuracy alone: group 1 got every answer wrong, group 5 every answer right.
     only_accuracy = replace(settings, format_weight=0.0, custom_weight=0.0)
     result = lab.compute(only_accuracy)
     flat = [g.group for g in result.groups if not g.spread]
@@ -193,7 +193,7 @@ def test_no_signal_on_a_real_step_names_its_all_wrong_and_all_right_groups(step)
     assert all(r.advantage == 0.0 for r in result.rows if r.rollout.group in flat)
     text = next(v.text for v in result.verdicts if v.kind == "no_signal")
     assert "2 of 8 groups have no spread" in text
-    assert "group 2: every rollout is wrong" in text and "group 6: every rollout is right" in text
+    assert "group 1: every rollout is wrong" in text and "group 5: every rollout is right" in text
 
 
 def test_an_edited_checker_runs_in_the_sandbox_once_per_completion(step):

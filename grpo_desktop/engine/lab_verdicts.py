@@ -122,7 +122,7 @@ def _no_signal(s, rows, groups) -> Verdict | None:
             f"nothing. {tail}",
         )
     shown = "; ".join(
-        f"group {g.group + 1}: {_why_equal(s, [r for r in rows if r.rollout.group == g.group])}"
+        f"group {g.group}: {_why_equal(s, [r for r in rows if r.rollout.group == g.group])}"
         for g in flat[:3]
     )
     more = f" and {len(flat) - 3} more" if len(flat) > 3 else ""

@@ -22,6 +22,8 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
+    QMenu,
+    QPushButton,
     QSpinBox,
     QSplitter,
     QTableView,
@@ -81,6 +83,14 @@ class InspectorView(QWidget):
         for w in (self.mode_box, self.step_spin, self.sign_box, self.errors_box):
             bar.addWidget(w)
         bar.addWidget(self.search, 1)
+        self.lab_button = QPushButton("Open in Lab")
+        self.lab_button.setToolTip(
+            "Re-score the selected rollout's group in the reward-design Lab: change the weights, "
+            "checker and advantage settings and see every reward and advantage recomputed "
+            "(right-click a row for its whole step)"
+        )
+        self.lab_button.setEnabled(False)
+        bar.addWidget(self.lab_button)
 
         self.table = QTableView()
         self.table.setModel(self.filters.view_model)
@@ -93,6 +103,8 @@ class InspectorView(QWidget):
         self.table.setWordWrap(False)
         self.table.horizontalHeader().setStretchLastSection(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._on_table_context_menu)
         self.detail = QTextBrowser()
         self.detail.setOpenLinks(False)
         self.detail.setHtml(EMPTY_DETAIL)
@@ -118,6 +130,7 @@ class InspectorView(QWidget):
         self.sign_box.currentIndexChanged.connect(self._on_filters_changed)
         self.errors_box.toggled.connect(self._on_filters_changed)
         self.search.textChanged.connect(self.filters.set_text)
+        self.lab_button.clicked.connect(self._on_lab_button_clicked)
         self.table.selectionModel().currentRowChanged.connect(self._on_table_current_changed)
         model.run_started.connect(self._on_model_run_started)
         model.session_replaced.connect(self._on_model_session_replaced)
@@ -280,7 +293,34 @@ class InspectorView(QWidget):
 
     # ------------------------------------------------------------------ detail
 
+    def _row_at(self, index) -> tuple[int, int] | None:
+        """(step, group) of the table row at a view index, None when there is none."""
+        if not index.isValid():
+            return None
+        step, i = index.data(ROW_ROLE)
+        rows = self.store.get(step) or []
+        return (step, int(rows[i].get("group", 0))) if i < len(rows) else None
+
+    def _on_lab_button_clicked(self) -> None:
+        found = self._row_at(self.table.currentIndex())
+        if found is not None:
+            self.model.open_in_lab(*found)
+
+    def _on_table_context_menu(self, pos) -> None:
+        found = self._row_at(self.table.indexAt(pos))
+        if found is None:
+            return
+        step, group = found
+        menu = QMenu(self)
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        menu.addAction(
+            f"Open group {group} in the Lab", lambda: self.model.open_in_lab(step, group)
+        )
+        menu.addAction(f"Open all of step {step} in the Lab", lambda: self.model.open_in_lab(step))
+        menu.popup(self.table.viewport().mapToGlobal(pos))
+
     def _on_table_current_changed(self, current, _previous) -> None:
+        self.lab_button.setEnabled(current.isValid())
         if not current.isValid():
             self.detail.setHtml(EMPTY_DETAIL)
             return

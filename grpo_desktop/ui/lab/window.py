@@ -42,6 +42,10 @@ class LabWindow(QWidget):
         self.add_tab(self.answer_lab, "One step by hand (17 × 24)")
         self.signal_chart = SignalChartView()
         self.add_tab(self.signal_chart, "Which groups teach")
+        from grpo_desktop.ui.lab.reward_lab import TITLE, RewardLabView
+
+        self.reward_lab = RewardLabView(self.model)
+        self.add_tab(self.reward_lab, TITLE)
 
     def _fit_size(self) -> None:
         width, height = DEFAULT_SIZE

@@ -82,6 +82,7 @@ class SessionModel(QObject):
     checkpoint_saved = Signal(object)  # CheckpointSaved
     run_finished = Signal(object)  # RunFinished
     step_focused = Signal(int)  # a plot asked to show this step's rollouts
+    lab_requested = Signal(int, int)  # step, group (-1: the whole step) to open in the Lab
 
     def __init__(
         self,
@@ -325,6 +326,10 @@ class SessionModel(QObject):
 
     def focus_step(self, step: int) -> None:
         self.step_focused.emit(int(step))
+
+    def open_in_lab(self, step: int, group: int | None = None) -> None:
+        """Ask for a step's rollouts (one group, or all with None) in the reward-design Lab."""
+        self.lab_requested.emit(int(step), -1 if group is None else int(group))
 
     @Slot(str)
     def _on_runner_state_changed(self, state: str) -> None:

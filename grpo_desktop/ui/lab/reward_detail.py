@@ -1,0 +1,54 @@
+"""The reward-design Lab's text: one scored rollout explained in HTML, and the verdict notes' style.
+
+Pure functions of an engine.lab_rewards result; no widgets.
+"""
+
+from __future__ import annotations
+
+import html
+
+
+def note_style(kind: str) -> str:
+    """A coloured note's style sheet (the colours of common.widgets.note_label)."""
+    colors = {
+        "error": ("#fdecea", "#b3261e", "#611a15"),
+        "warning": ("#fff4e5", "#b26a00", "#663c00"),
+        "info": ("#e8f1fb", "#1f5fa8", "#0d3c61"),
+    }
+    bg, border, fg = colors[kind]
+    return (
+        f"QLabel {{ background: {bg}; color: {fg}; border-left: 3px solid {border};"
+        " padding: 4px 6px; }"
+    )
+
+
+def detail_html(row, result) -> str:
+    """One ScoredRollout of a LabResult explained: what it was read as, its parts, reward and
+    how its advantage follows from the group's mean and std, then the whole completion."""
+    ro, s = row.rollout, result.settings
+    esc = lambda t: html.escape(t, quote=False)  # noqa: E731
+    stats = next((g for g in result.groups if g.group == ro.group), None)
+    parts = ", ".join(
+        f"{name} {'no score' if v is None else f'{v:g}'}" for name, v in row.parts.items()
+    )
+    if row.advantage is None or row.reward is None or stats is None or stats.mean is None:
+        why = "It could not be scored, so it has no advantage (it is left out, not counted as 0)."
+    elif not stats.spread:
+        why = "Its group has no spread, so its advantage is 0: nothing to learn from it."
+    elif s.scale_rewards == "group":
+        why = (
+            f"A = ({row.reward:.3f} − {stats.mean:.3f}) / ({stats.std:.3f} + 0.0001) = "
+            f"{row.advantage:+.3f}"
+        )
+    elif s.scale_rewards == "none":
+        why = f"A = {row.reward:.3f} − {stats.mean:.3f} = {row.advantage:+.3f}"
+    else:
+        why = f"A = ({row.reward:.3f} − {stats.mean:.3f}) / the step's std = {row.advantage:+.3f}"
+    answer = esc(row.extracted or "none") + (f" ({esc(row.reason)})" if row.reason else "")
+    error = f"<p style='color:#b3261e'>{esc(row.error)}</p>" if row.error else ""
+    return (
+        f"<p><b>#{row.index + 1}</b> {esc(ro.label)} — prompt: {esc(ro.prompt)} · reference "
+        f"{esc(ro.answer)} · read as {answer}<br>parts: {parts} → reward "
+        f"{'no score' if row.reward is None else f'{row.reward:.3f}'}. {why}</p>{error}"
+        f"<pre style='white-space: pre-wrap'>{esc(ro.completion)}</pre>"
+    )
