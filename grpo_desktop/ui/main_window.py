@@ -185,6 +185,7 @@ class MainWindow(QMainWindow):
         self.model.alert_raised.connect(self._on_model_alert_raised)
         self.model.run_finished.connect(self._on_model_run_finished)
         self.model.step_focused.connect(self._on_model_step_focused)
+        self.model.lab_requested.connect(self._on_model_lab_requested)
         self.model.device_info_changed.connect(self._on_model_device_info_changed)
         self.model.config_changed.connect(self._on_model_config_changed)
         self.model.session_replaced.connect(self._on_model_session_replaced)
@@ -393,6 +394,15 @@ class MainWindow(QMainWindow):
     def open_lab(self, tab: str | None = None):
         """Show the Lab (on the tab titled `tab` if given); returns that tab's widget."""
         return self.lab_window().show_tab(tab)
+
+    def _on_model_lab_requested(self, step: int, group: int) -> None:
+        """The inspector's "Open in Lab": that step's rollouts in the reward-design Lab."""
+        from grpo_desktop.ui.lab.reward_lab import TITLE
+
+        if self.lab_window().tab(TITLE).open_step(step, None if group < 0 else group):
+            self.open_lab(TITLE)
+        else:
+            self.show_message("warning", f"Step {step}'s rollouts are no longer available.")
 
     def _show_about(self) -> None:
         QMessageBox.about(
