@@ -3,7 +3,8 @@ of each alert, on the plots that show what went wrong (reward hacking on Reward 
 accuracy, no signal on No-signal groups, truncation and the checker on Truncated, and so on).
 
 Drawn from the history's alerts (`RunHistory.alerts`), so a reopened session shows them too. The
-lines ignore the plots' data bounds (they never change a range). A kind raised at many steps
+lines ignore the plots' data bounds (they never change a range); their labels have a light fill so
+they stay readable over a curve. A kind raised at many steps
 (the checker's time-outs) gets a line for its first few only.
 """
 
@@ -40,6 +41,8 @@ LABELS = {  # a word or two above the line; the tooltip has the title
 }
 COLORS = {"warning": "#c77700", "critical": "#b3261e"}
 PER_KIND = 3  # lines per kind at most
+LEFT_FROM = 10  # labels of alarms from this step on sit left of their line (it is often the
+# last step, at the plot's right edge); earlier ones right of it, clear of the y axis
 
 
 class AlarmMarkers:
@@ -68,14 +71,19 @@ class AlarmMarkers:
 
     def _add(self, name: str, step: int, kind: str, severity: str) -> None:
         color = COLORS.get(severity, COLORS["warning"])
+        anchor = (1.0, 0.5) if step >= LEFT_FROM else (0.0, 0.5)
         line = pg.InfiniteLine(
             pos=step,
             angle=90,
             pen=pg.mkPen(color, width=1.5, style=Qt.PenStyle.DashLine),
             label=LABELS.get(kind, "alarm"),
-            labelOpts={"position": 0.93, "color": color, "anchors": [(0, 0.5), (0, 0.5)]},
+            labelOpts={
+                "position": 0.93,
+                "color": color,
+                "anchors": [anchor, anchor],
+                "fill": (255, 255, 255, 210),  # readable over a curve
+            },
         )
-        line.setZValue(-5)  # behind the curves
         line.setToolTip(f"{alarm(kind).title} at step {step}: see the banner or the log")
         self.plots[name].plot.addItem(line, ignoreBounds=True)
         self.lines.append((name, step, kind, line))

@@ -51,7 +51,7 @@ class AlarmBanner(QFrame):
             "Hide this alarm and do not show it again until a new run starts"
         )
         row = QHBoxLayout(self)
-        row.setContentsMargins(10, 6, 6, 6)
+        row.setContentsMargins(10, 4, 6, 4)
         row.addWidget(self.text, 1)
         row.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
         self.dismiss_button.clicked.connect(lambda: self.dismissed.emit(self.kind))
