@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
 )
 
 from grpo_desktop.engine.lab_answers import (
-    ANSWERS,
     HEDGE,
     LESSON_GROUP,
     LESSON_LR,
@@ -46,6 +45,14 @@ from grpo_desktop.ui.lab.answer_parts import (
     percent,
     std_formula,
 )
+from grpo_desktop.ui.lab.answer_texts import (
+    BETA_HELP,
+    GROUP_HELP,
+    KL_HELP,
+    PLOT_HELP,
+    UPDATE_HELP,
+    group_text,
+)
 
 PLAY_INTERVAL_MS = 250  # four steps a second
 PLAY_LIMIT = 400  # Play pauses by itself here; the plot stays readable
@@ -57,49 +64,6 @@ CHECKER_CHOICES = (
     ("strict", "Strict: only 408 scores 1"),
     ("sloppy", "Sloppy: the hedge scores 1 too"),
 )
-
-GROUP_HELP = (
-    "An answer's advantage is how much better it scored than its group's average, measured in "
-    "units of the group's spread (std). Positive: this answer is made more likely; negative: less "
-    "likely. The advantages of a group always add up to zero."
-)
-UPDATE_HELP = (
-    "Each answer's logit (its score before softmax) moves by learning rate × the sum of its "
-    "advantages ÷ G. An answer that was not sampled does not move, but its probability still "
-    "shifts, because softmax shares out the 100\u00a0% again after the others moved."
-)
-BETA_HELP = " β pulls every logit back toward the starting model (the KL penalty's gradient)."
-PLOT_HELP = {
-    "strict": "The strict checker pays only 408, so 408 climbs and the hedge fades away.",
-    ("sloppy", "lesson"): (
-        "The sloppy checker pays the hedge “398 or 408” like the right answer: reward hacking. "
-        "Here 408 starts five times likelier and wins the race (a rewarded answer's logit grows "
-        "with its own probability), so the hedge only lingers. Start from the weaker model to "
-        "watch the hedge take over."
-    ),
-    ("sloppy", "weak"): (
-        "The sloppy checker pays the hedge like the right answer, and this model starts likelier "
-        "to hedge than to answer 408, so the hedge takes over: the model learns to game the "
-        "checker (reward hacking). β only slows that down."
-    ),
-}
-KL_HELP = "KL: how far the model has moved from where it started (0 = not at all)."
-
-
-def _group_text(step: LabStep) -> str:
-    """ "G = 4 answers: 408, 398, 398, 418. The strict checker scores them 1, 0, 0, 0." (counts
-    instead of the list for groups over 8)."""
-    G = len(step.group)
-    if G <= 8:
-        answers = ", ".join(ANSWERS[o] for o in step.group)
-        scores = ", ".join(f"{r:.0f}" for r in step.rewards)
-        return f"G = {G} answers: {answers}. The {step.checker} checker scores them {scores}."
-    parts = [f"{ANSWERS[k]} × {n}" for k, n in enumerate(step.times_sampled) if n]
-    right = sum(1 for r in step.rewards if r)
-    return (
-        f"G = {G} answers: {', '.join(parts)}. The {step.checker} checker scores {right} of "
-        f"them 1 and {G - right} of them 0."
-    )
 
 
 def _heading(text: str) -> QLabel:
@@ -350,7 +314,7 @@ class AnswerLabView(QWidget):
             if preview:
                 title += " — press Step to apply it"
             self.group_title.setText(title)
-            self.group_line.setText(_group_text(step))
+            self.group_line.setText(group_text(step))
             self.stats_line.setText(f"{mean_formula(step)}     {std_formula(step)}")
             self.group_table.show_step(step)
             when = "if you press Step" if preview else f"in step {self.lab.steps}"
