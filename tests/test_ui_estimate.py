@@ -16,7 +16,8 @@ from PySide6.QtWidgets import QApplication
 
 from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.ui.main_window import MainWindow
-from grpo_desktop.ui.panels.estimate_bar import fit_status, format_bytes, format_count
+from grpo_desktop.ui.panels import estimate_text
+from grpo_desktop.ui.panels.estimate_text import fit_status, format_bytes, format_count
 from grpo_desktop.ui.run.worker import RUNNING, STOPPED
 
 GB = 10**9
@@ -200,3 +201,31 @@ def test_fit_status_and_number_formats():
     assert [format_count(n) for n in (1_235_814_400, 494_032_768, 1_595_136, 51_000)] == [
         "1.24 B", "494 M", "1.6 M", "51 K"
     ]  # fmt: skip
+
+
+def test_the_peak_holds_one_phase_and_advice_skips_4bit_on_the_cpu():
+    # A run whose peak comes while sampling: the training passes' activations and logits are
+    # freed by then, so the bar holds weights, training state, other and the sampling parts:
+    # 100 + 20 + 30 + 400 + 50 = 600 MB = memory.needed.
+    mem = {"weights": 100e6, "adapters_optimizer": 20e6, "overhead": 30e6, "activations": 300e6,
+           "logits": 5e6, "kv_cache": 400e6, "sampling_other": 50e6, "outside_total": 0,
+           "needed": 600e6, "peak_phase": "sampling"}  # fmt: skip
+    advice = [
+        {"text": f"change {i}", "change": {"algorithm": {"num_generations": i}}} for i in (2, 4)
+    ]
+    four_bit = {"text": "4-bit", "change": {"quantization": {"mode": "4bit"}}}
+    r = {"memory": mem, "fits": False, "headroom_bytes": -100e6,
+         "device": {"kind": "cpu", "free_bytes": 500e6},
+         "advice_detail": [four_bit, *advice, {"text": "more"}, {"text": "and more"}]}  # fmt: skip
+    parts = estimate_text.peak_parts(r)
+    assert [k for k, _ in parts] == [
+        "weights", "adapters_optimizer", "overhead", "outside_total", "kv_cache", "sampling_other"
+    ]  # fmt: skip
+    assert sum(v for _, v in parts) == mem["needed"]
+    at_peak = {key: peak for key, _text, peak, _extra in estimate_text.legend(r)}
+    assert not at_peak["activations"] and not at_peak["logits"] and at_peak["kv_cache"]
+    assert [a["text"] for a in estimate_text.advice(r)] == ["change 2", "change 4", "more"]
+    assert (
+        estimate_text.advice({**r, "device": {"kind": "cuda", "free_bytes": 500e6}})[0] == four_bit
+    )
+    assert estimate_text.advice({**r, "fits": True, "headroom_bytes": 400e6}) == []

@@ -39,29 +39,13 @@ from PySide6.QtWidgets import (
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.ui.common.tasks import BackgroundTasks
 from grpo_desktop.ui.common.widgets import note_label, rich_tooltip, set_note, wrapped_label
-from grpo_desktop.ui.panels.estimate_bar import (
-    BAR_ORDER,
-    PART_HELP,
-    PART_LABELS,
-    PARTS,
-    STATUS_COLOURS,
-    MemoryBar,
-    fit_status,
-    format_bytes,
-    format_count,
-    part_colour,
-)
+from grpo_desktop.ui.panels import estimate_text as say
+from grpo_desktop.ui.panels.estimate_bar import MemoryBar, part_colour
+from grpo_desktop.ui.panels.estimate_text import PART_HELP, PARTS
 from grpo_desktop.ui.run.worker import ACTIVE_STATES
 
 DELAY_MS = 300
 IGNORED_SECTIONS = ("rewards", "run")  # the checker, steps and logging change no memory
-PHASE_PARTS = {"training": ("activations", "logits"), "sampling": ("kv_cache", "sampling_other")}
-VERDICTS = {"fits": "fits", "tight": "tight", "no": "will not fit", "unknown": "free unknown"}
-TIME_HELP = (
-    "A rough guess (within a factor of about two) from the model's size and this computer's "
-    "speed: sampling the answers, then the training passes. The first steps of a run show the "
-    "real figure."
-)
 NO_MODEL = "—  Choose a model to see whether it fits."
 FIRST = "Estimating… (the first estimate reads the model's code: a few seconds)"
 
@@ -249,7 +233,7 @@ class EstimateView(QWidget):
         self.busy_label.setVisible(self.timer.isActive())
         self._shown_key = key
         if error is not None:
-            self.result, self.error = None, _one_line(error)
+            self.result, self.error = None, say.one_line(error)
             self._show_nothing("")
             self.summary.hide()
             set_note(self.note, f"No estimate: {self.error}")
@@ -275,84 +259,29 @@ class EstimateView(QWidget):
         self._fill_advice([])
 
     def _show(self, r: dict) -> None:
-        m, dev, mem = r.get("model", {}), r.get("device", {}), r.get("memory", {})
-        params, trainable = int(m.get("params") or 0), int(m.get("trainable") or 0)
-        if trainable >= params:
-            share = "all trainable"
-        else:
-            share = (
-                f"{format_count(trainable)} trainable ({100 * trainable / max(params, 1):.2g} %)"
-            )
-        self.summary.setText(
-            f"<b>{_short(m.get('name', ''))}</b>: {format_count(params)} parameters, {share}"
-        )
-        self.summary.setToolTip(
-            rich_tooltip(
-                f"{m.get('layers', '?')} layers, hidden size {m.get('hidden', '?')}, a "
-                f"vocabulary of {int(m.get('vocab') or 0):,}: read from the model's config.json "
-                "(nothing downloaded or loaded)."
-            )
-        )
+        text, tip = say.summary(r)
+        self.summary.setText(text)
+        self.summary.setToolTip(rich_tooltip(tip))
         self.summary.show()
-        needed = int(mem.get("needed") or mem.get("total") or 0)
-        free = dev.get("free_bytes")
-        status = fit_status(r.get("fits"), r.get("headroom_bytes"), free)
-        where = "GPU memory" if dev.get("kind") == "cuda" else "RAM"
-        line = f"Needs ≈ {format_bytes(needed)}"
-        if free:
-            line += f" of {format_bytes(free)} free {where}"
-        colour = STATUS_COLOURS[status].name()
-        self.verdict.setText(f"{line}: <b style='color:{colour}'>{VERDICTS[status]}</b>")
-        total_bytes = dev.get("total_bytes")
-        self.verdict.setToolTip(
-            rich_tooltip(
-                f"On {dev.get('name') or dev.get('kind', 'this computer')}"
-                + (f", {format_bytes(total_bytes)} in all" if total_bytes else "")
-                + ". An estimate, not a guarantee.",
-                *[str(n) for n in r.get("notes") or []],
-            )
-        )
-        phase = mem.get("peak_phase", "training")
-        other_phase = "sampling" if phase == "training" else "training"
-        at_peak = set(BAR_ORDER) - set(PHASE_PARTS[other_phase])
-        self.bar.set_parts(
-            [(k, int(mem.get(k) or 0)) for k in BAR_ORDER if k in at_peak], free, status
-        )
-        for key, label in self.part_labels.items():
-            value = int(mem.get(key) or 0)
+        text, lines = say.verdict(r)
+        self.verdict.setText(text)
+        self.verdict.setToolTip(rich_tooltip(*lines))
+        status, free = say.status_of(r), r.get("device", {}).get("free_bytes")
+        self.bar.set_parts(say.peak_parts(r), free, status)
+        for key, text, at_peak, extra in say.legend(r):
             swatch = part_colour(status, key).name()
-            text = f"<span style='color:{swatch}'>■</span> {PART_LABELS[key]} "
-            text += format_bytes(value)
-            extra = self._part_extra(key, r)
-            if key not in at_peak:  # the other phase: freed before the peak
+            text = f"<span style='color:{swatch}'>■</span> {text}"
+            if not at_peak:  # the other phase's: freed before the peak
                 text = f"<span style='color:#80868b'>{text}</span>"
-                extra.append(f"Not part of the peak, which comes while {phase}.")
-            label.setText(text)
-            label.setToolTip(rich_tooltip(PART_HELP[key], *extra))
-        seconds = r.get("seconds_per_step")
-        self.time_label.setText(
-            f"≈ {_seconds(seconds)} per step (rough)" if seconds else "Time per step: no estimate"
-        )
-        detail = r.get("seconds_detail") or {}
-        parts = [f"{k}: {_seconds(v)}" for k, v in detail.items() if isinstance(v, (int, float))]
-        self.time_label.setToolTip(rich_tooltip(TIME_HELP, *parts))
+            self.part_labels[key].setText(text)
+            self.part_labels[key].setToolTip(rich_tooltip(PART_HELP[key], *extra))
+        text, lines = say.time_line(r)
+        self.time_label.setText(text)
+        self.time_label.setToolTip(rich_tooltip(say.TIME_HELP, *lines))
         for w in self.details:
             w.show()
         set_note(self.note, "")
-        advice = r.get("advice_detail") or [{"text": a} for a in r.get("advice") or []]
-        if dev.get("kind") == "cpu":  # the Model panel offers 4-bit only with a CUDA GPU
-            advice = [a for a in advice if not _sets_4bit(a)]
-        self._fill_advice(advice if status in ("no", "tight") else [])
-
-    def _part_extra(self, key: str, r: dict) -> list[str]:
-        mem = r.get("memory", {})
-        if key == "weights":
-            return [f"{k}: {format_bytes(v)}" for k, v in (mem.get("weights_detail") or {}).items()]
-        if key == "activations" and r.get("rows_per_pass"):
-            return [f"One training pass takes {r['rows_per_pass']} answers (the micro-batch)."]
-        if key == "kv_cache" and mem.get("sampling_other"):
-            return [f"Other sampling buffers: {format_bytes(mem['sampling_other'])}."]
-        return []
+        self._fill_advice(say.advice(r))
 
     def _fill_advice(self, advice: list[dict]) -> None:
         while self.advice_rows.count():
@@ -363,12 +292,15 @@ class EstimateView(QWidget):
         for item in advice:
             row = QHBoxLayout()
             label = wrapped_label(f"• {item.get('text', '')}")
+            label.setTextFormat(Qt.TextFormat.PlainText)
             self.advice_labels.append(label)
             row.addWidget(label, 1)
             change = item.get("change")
             if isinstance(change, dict) and change:
                 button = QPushButton("Apply")
-                button.setToolTip(rich_tooltip("Change the setting: " + _describe(change)))
+                button.setToolTip(
+                    rich_tooltip("Change the setting: " + say.describe_change(change))
+                )
                 button.clicked.connect(partial(self._apply, change))
                 self.advice_buttons.append(button)
                 row.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
@@ -404,31 +336,6 @@ class EstimateView(QWidget):
         if event.size().width() != event.oldSize().width():
             self._fit_tries = 0
             QTimer.singleShot(0, self, self._fit_height)  # narrower: advice wraps to more lines
-
-
-def _sets_4bit(advice: dict) -> bool:
-    change = advice.get("change")
-    return isinstance(change, dict) and change.get("quantization", {}).get("mode") == "4bit"
-
-
-def _describe(change: dict) -> str:
-    return ", ".join(f"{s}.{n} = {v}" for s, fields in change.items() for n, v in fields.items())
-
-
-def _one_line(error: Exception) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
-
-
-def _short(name: str) -> str:
-    parts = str(name).rstrip("/").split("/")
-    return "/".join(parts[-2:]) if len(parts) > 1 else str(name)
-
-
-def _seconds(value: float) -> str:
-    if value >= 120:
-        return f"{value / 60:.0f} min"
-    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
 
 
 __all__ = ["EstimateView", "config_key"]
