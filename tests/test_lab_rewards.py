@@ -157,6 +157,8 @@ def test_reward_hacking_appears_when_format_weighs_at_least_as_much_as_accuracy(
     assert "#4 is wrong but in tags and scores 1.00; #3 is right without tags and scores 1.00" in (
         text.verdicts[0].text
     )
+    # Rewards 2, 2, 1, 1, 2, 1, 0, 0: mean 1.125, so the right #3 (1.00) is pushed down.
+    assert "#3 is right, yet pushed down (A = -0.160)" in text.verdicts[0].text
 
 
 def test_length_bias_appears_with_length_normalisation_and_shows_the_per_token_sizes():

@@ -50,6 +50,10 @@ def _reward_hacking(s, rows) -> Verdict | None:
             f"A wrong answer in tags scores {s.format_weight:g}, a right one without tags "
             f"{s.accuracy_weight:g}."
         )
+    punished = [r for r in rows if r.parts.get("accuracy") == 1 and (r.advantage or 0.0) < -1e-9]
+    if punished:
+        p = punished[0]
+        example += f" {_n(p)} is right, yet pushed down (A = {p.advantage:+.3f})."
     return Verdict(
         "reward_hacking",
         "Reward hacking",

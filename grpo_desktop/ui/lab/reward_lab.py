@@ -75,6 +75,7 @@ class RewardLabView(QWidget):
         self.strip = PipelineStrip()
         self.verdict_notes = [note_label("warning") for _ in range(3)]
         self.baseline_label = QLabel()
+        self.baseline_label.setWordWrap(True)
         self.table = RolloutScoreTable()
         self.detail = QTextBrowser()
         self.detail.setMinimumHeight(90)
@@ -159,7 +160,8 @@ class RewardLabView(QWidget):
         split.addWidget(self.table)
         split.addWidget(self.detail)
         split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 1)
+        split.setStretchFactor(1, 2)
+        split.setSizes([330, 200])
         rcol.addWidget(split, 1)
         rcol.addWidget(self.timing_label)
         layout = QHBoxLayout(self)

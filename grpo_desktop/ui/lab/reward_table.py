@@ -134,10 +134,11 @@ class RolloutScoreTable(QTableWidget):
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.setWordWrap(False)
+        self.setTextElideMode(Qt.TextElideMode.ElideLeft)  # a completion's end is where it differs
         header = self.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        widths = [30, 200, 110, 68, 56, 62, 58, 150, 60, 74]
+        widths = [30, 200, 106, 64, 52, 60, 56, 126, 56, 70]
         for i, w in enumerate(widths):
             self.setColumnWidth(i, w)
 
@@ -160,12 +161,12 @@ class RolloutScoreTable(QTableWidget):
             cells = [
                 str(row.index + 1),
                 label,
-                row.extracted or ("—" if not row.reason else row.reason),
+                row.extracted or _short_reason(row.reason),
                 _fmt(row.parts.get("accuracy"), "g"),
                 _fmt(row.parts.get("format"), "g"),
                 _fmt(row.parts.get("custom"), "g") if "custom" in row.parts else "",
                 _fmt(row.reward),
-                "no score" if adv is None else f"{arrow}{adv:+.3f}",
+                "no score" if adv is None else ("0" if adv == 0 else f"{arrow}{adv:+.3f}"),
                 str(ro.length) + (" (cut)" if ro.truncated else ""),
                 "—" if per_token is None else f"{per_token:+.4f}",
             ]
@@ -191,8 +192,18 @@ class RolloutScoreTable(QTableWidget):
             self.selectRow(min(max(current, 0), len(rows) - 1))
 
 
-def _tail(text: str, limit: int = 70) -> str:
-    """The end of a completion on one line: where a real group's answers differ."""
+def _short_reason(reason: str | None) -> str:
+    """The Final answer cell when none was read: "hedge: 381, 391", "none" (the tooltip and the
+    detail pane have the checker's whole reason)."""
+    if not reason:
+        return "—"
+    if reason.startswith("several answers: "):
+        return "hedge: " + reason.removeprefix("several answers: ")
+    return "none" if reason == "no final answer found" else reason
+
+
+def _tail(text: str, limit: int = 300) -> str:
+    """A completion on one line (its end: the cell elides on the left, where answers agree)."""
     flat = text.replace("\n", " ⏎ ")
     return flat if len(flat) <= limit else "…" + flat[-(limit - 1) :]
 
