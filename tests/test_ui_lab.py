@@ -194,3 +194,16 @@ def test_the_lab_fits_a_small_laptop_screen(qtbot, lab):
     # a 1280×720 screen, less the window frame and a panel: every tab must fit in 1240×660
     hint = lab.minimumSizeHint()
     assert hint.width() <= 1240 and hint.height() <= 660, hint
+
+
+def test_every_control_has_a_tooltip(qtbot, lab):
+    from PySide6.QtWidgets import QAbstractButton, QAbstractSlider, QAbstractSpinBox, QComboBox
+
+    kinds = (QAbstractButton, QAbstractSpinBox, QComboBox, QAbstractSlider)
+    for view in (lab.answer_lab, lab.signal_chart):
+        found = [w for kind in kinds for w in view.findChildren(kind)]
+        controls = [w for w in found if w.isVisibleTo(view)]
+        controls = [w for w in controls if not isinstance(w.parent(), QAbstractSpinBox)]
+        assert len(controls) >= 3  # the signal chart has G (slider, box) and p
+        missing = [w.objectName() or type(w).__name__ for w in controls if not w.toolTip()]
+        assert not missing, missing
