@@ -4,7 +4,9 @@ Filters: which step (the latest, every step kept in memory, or one chosen step, 
 back from the run's events.jsonl when it is no longer in memory), the sign of the advantage, only
 rows with a checker error, and free text. Rows are coloured by advantage (green pushed up, red
 pushed down) and keep their group order, so a group's spread is visible at a glance. Clicking a
-plot point asks the session model to focus a step; the inspector follows.
+plot point asks the session model to focus a step; the inspector follows. "Open in Lab" (a button
+for the selected row's group, and the table's context menu for its group or its whole step) asks
+the session model to show those rollouts in the Lab's reward-design tab.
 
 Memory stays bounded: the table mirrors the session's rollout store (the newest rows) and says so.
 """
