@@ -3,6 +3,8 @@
     python bench/gpu.py                      # bf16 LoRA and 4-bit QLoRA, G = 8, 256 tokens
     python bench/gpu.py --json gpu.json --rounds 3
     python bench/gpu.py --dry-run-cpu        # the same code path on the CPU with a tiny model
+    python bench/gpu.py --all                # every CUDA check of issue 14, one JSON (≤ 8 min)
+    python bench/gpu.py --all --dry-run-cpu  # all of them on the CPU with tiny models
 
 The model has Qwen2.5-0.5B's shape (24 layers, hidden 896, 14/2 heads, vocab 151936) and random
 weights; the tokenizer is the local char tokenizer padded to that vocabulary, so nothing is
@@ -19,7 +21,9 @@ process, alternating, and reports:
 
 Writes everything as JSON (`--json`, default gpu_results.json). Without CUDA it stops at once with
 a message; `--dry-run-cpu` runs the whole path on the CPU with the "tiny" model, 8 tokens and one
-timed step, to check the script, not to measure anything.
+timed step, to check the script, not to measure anything. `--all` runs bench/gpu_checks.py's
+checks instead (the 1.5B shape at full depth, EOS, full fine-tuning, decode, estimate, ours against
+TRL), each under a time budget; its docstring says what each does.
 """
 
 from __future__ import annotations
@@ -114,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--C", type=int, default=256)
     p.add_argument("--timeout", type=float, default=1200.0)
     p.add_argument("--json", default="gpu_results.json")
+    p.add_argument("--all", action="store_true", help="every CUDA check (bench/gpu_checks.py)")
+    p.add_argument("--only", default="", help="with --all: these checks only (comma-separated)")
+    p.add_argument("--budget", type=float, default=None, help="with --all: seconds in all")
+    p.add_argument("--budget-scale", type=float, default=1.0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
     import torch
@@ -127,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.all:
+        from gpu_checks import run_all
+
+        return run_all(args, lambda device: memory_bandwidth(device, 64 if dry else 1024))
     device = "cpu" if dry else "cuda"
     size, dtype = ("tiny", "float32") if dry else ("qwen2.5-0.5b", "bfloat16")
     C, steps, warmup = (8, 1, 1) if dry else (args.C, args.steps, args.warmup)
