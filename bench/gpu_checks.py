@@ -24,7 +24,7 @@ that runs over is stopped and recorded as failed; one that fails does not stop t
 
 The JSON (`--json`) has per check: status (ok / failed / skipped / unavailable), seconds, budget,
 figures, error text; it is rewritten after every check, so a run stopped half-way keeps what
-finished. `--budget` (default 470 s) bounds the whole run: each check gets the smaller of its own
+finished. `--budget` (default 460 s) bounds the whole run: each check gets the smaller of its own
 budget and the time left, and a check with under 10 s left is skipped (--dry-run-cpu: 2400 s in
 all and 6 × each check's budget, for two shared CPU cores). `--only eos,decode` runs a
 subset. With `--dry-run-cpu` every check runs on the CPU with tiny models and a few tokens: a
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -56,6 +57,7 @@ BUDGETS = {  # seconds on one H200 (expected: about half of each)
     "qlora": 180,
     "estimate": 45,
 }
+BUDGET = 460.0  # seconds in all: 8 minutes less the interpreter's start and the JSON
 MIN_LEFT = 10.0
 DRY_SCALE, DRY_BUDGET = 6.0, 2400.0  # --dry-run-cpu: 2 shared CPU cores, not an H200
 EOS_TEXT = "<|end_of_text|>"
@@ -100,10 +102,21 @@ def probe(name: str, spec: dict, timeout: float) -> dict:
     """Run one _gpu_probes probe in its own process; its result dict (raises on a crash)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--probe", name, "--spec", json.dumps(spec)]
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    # Its own process group: at the budget the probe and anything it started (the reward
+    # checker's process) are killed together, so no leftover child keeps the pipes open.
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"the {name} probe failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"the {name} probe failed ({proc.returncode}):\n{stderr[-4000:]}")
     return json.loads(lines[-1])
 
 
@@ -238,7 +251,7 @@ CHECKS = {name: globals()[f"check_{name}"] for name in ORDER}
 
 def _error_text(exc: BaseException) -> str:
     if isinstance(exc, subprocess.TimeoutExpired):
-        return f"stopped at its time budget ({exc.timeout:.0f} s)"
+        return f"stopped at its time budget ({exc.timeout:.3g} s)"
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()[-4000:]
 
 
@@ -304,7 +317,7 @@ def run_all(args, bandwidth_fn) -> int:
     start = time.perf_counter()
     p = plan(args.dry_run_cpu, args.B, args.G, args.C)
     scale = args.budget_scale * (DRY_SCALE if args.dry_run_cpu else 1.0)
-    total = args.budget or (DRY_BUDGET if args.dry_run_cpu else 470.0)
+    total = args.budget or (DRY_BUDGET if args.dry_run_cpu else BUDGET)
     names = args.only.split(",") if args.only else list(ORDER)
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
