@@ -169,7 +169,10 @@ def test_length_bias_appears_with_length_normalisation_and_shows_the_per_token_s
     assert result.rows[4].per_token == pytest.approx(1.07807 / 132, abs=1e-5)
     text = result.verdicts[0].text
     assert "#2 (20 tokens) is pushed up by +0.0539 per token" in text
-    assert "#5 (132 tokens) by +0.0082: 6.6× more per token" in text
+    assert (
+        "#5 (132 tokens) by +0.0082: for the same reward, each token of the short one moves "
+        "6.6× as much (132 / 20)" in text
+    )
 
 
 def test_no_signal_appears_for_an_all_right_group_or_no_weights_and_not_otherwise():

@@ -59,7 +59,7 @@ def test_the_builtin_group_scores_live_and_names_each_failure(qtbot):
     assert [t.split("</b>")[0] for t in _notes(view)] == ["<b>Reward hacking."]
     view.format.spin.setValue(0.2)
     view.length_norm.setChecked(True)
-    assert "6.6× more per token" in _notes(view)[0]
+    assert "moves 6.6× as much" in _notes(view)[0]
     view.length_norm.setChecked(False)
     view.g_spin.setValue(2)
     assert view.table.rowCount() == 2 and _notes(view)[0].startswith("<b>No signal.</b>")

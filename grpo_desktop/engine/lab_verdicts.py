@@ -63,6 +63,28 @@ def _reward_hacking(s, rows) -> Verdict | None:
     )
 
 
+def _length_pair(pushed: list):
+    """(short, long) to show: the furthest apart in length among rollouts with the same
+    advantage (same group, same reward) if any pair differs in length, else among all."""
+    same: dict[tuple, list] = {}
+    for r in pushed:
+        same.setdefault((r.rollout.group, round(r.advantage, 12)), []).append(r)
+    pairs = [
+        (min(g, key=lambda r: r.rollout.length), max(g, key=lambda r: r.rollout.length))
+        for g in same.values()
+        if len(g) > 1
+    ]
+    pairs = [p for p in pairs if p[0].rollout.length < p[1].rollout.length]
+    if not pairs:
+        pairs = [
+            (
+                min(pushed, key=lambda r: r.rollout.length),
+                max(pushed, key=lambda r: r.rollout.length),
+            )
+        ]
+    return max(pairs, key=lambda p: p[1].rollout.length / max(1, p[0].rollout.length))
+
+
 def _length_bias(s, rows) -> Verdict | None:
     if not s.length_normalise:
         return None
@@ -70,22 +92,26 @@ def _length_bias(s, rows) -> Verdict | None:
         pushed = [r for r in rows if r.per_token is not None and r.advantage * sign > 1e-9]
         if len(pushed) < 2:
             continue
-        short = min(pushed, key=lambda r: r.rollout.length)
-        long = max(pushed, key=lambda r: r.rollout.length)
-        if abs(long.per_token) < 1e-12:
-            continue
-        ratio = short.per_token / long.per_token
+        short, long = _length_pair(pushed)
+        ratio = long.rollout.length / max(1, short.rollout.length)
         if ratio < LENGTH_BIAS_RATIO:
             continue
         verb = "pushed up" if sign > 0 else "pushed down"
+        same = abs(short.advantage - long.advantage) < 1e-9
+        why = (
+            f"for the same reward, each token of the short one moves {ratio:.1f}× as much"
+            if same
+            else f"dividing by the length alone makes each token of the short one weigh {ratio:.1f}×"
+            " as much"
+        )
         return Verdict(
             "length_bias",
             "Length bias",
             f"Length normalisation divides each rollout's loss by its own length, so the short "
             f"{who} {_n(short)} ({short.rollout.length} tokens) is {verb} by "
             f"{short.per_token:+.4f} per token and the long {_n(long)} "
-            f"({long.rollout.length} tokens) by {long.per_token:+.4f}: {ratio:.1f}× more per "
-            f"token. The model drifts toward "
+            f"({long.rollout.length} tokens) by {long.per_token:+.4f}: {why} "
+            f"({long.rollout.length} / {short.rollout.length}). The model drifts toward "
             f"{'short' if sign > 0 else 'long'} answers whatever their quality. Dr. GRPO (turn "
             f"length normalisation off) divides every rollout by the same "
             f"{s.max_completion_length} tokens.",

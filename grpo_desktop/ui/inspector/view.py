@@ -92,7 +92,6 @@ class InspectorView(QWidget):
             "(right-click a row for its whole step)"
         )
         self.lab_button.setEnabled(False)
-        bar.addWidget(self.lab_button)
 
         self.table = QTableView()
         self.table.setModel(self.filters.view_model)
@@ -125,7 +124,10 @@ class InspectorView(QWidget):
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addLayout(bar)
         layout.addWidget(splitter, 1)
-        layout.addWidget(self.limit_label)
+        foot = QHBoxLayout()
+        foot.addWidget(self.limit_label, 1)
+        foot.addWidget(self.lab_button)  # under the table: the filter bar has no room to spare
+        layout.addLayout(foot)
 
         self.mode_box.currentIndexChanged.connect(self._on_filters_changed)
         self.step_spin.valueChanged.connect(self._on_filters_changed)

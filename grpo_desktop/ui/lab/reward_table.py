@@ -56,7 +56,8 @@ class PipelineStrip(QWidget):
     def show_result(self, prompt: str, result, G: int, groups: int) -> None:
         s = result.settings
         shown = prompt if len(prompt) <= 70 else prompt[:69] + "…"
-        self.boxes[0].setText(f"<b>Prompt</b><br>{_html(shown)}")
+        first = f"{groups} prompts, e.g. " if groups > 1 else ""
+        self.boxes[0].setText(f"<b>Prompt</b><br>{first}{_html(shown)}")
         many = f"{groups} prompts × " if groups > 1 else ""
         self.boxes[1].setText(f"<b>Sample G = {G}</b><br>{many}{G} rollouts, each a full answer")
         parts = [f"accuracy ×{s.accuracy_weight:g}", f"format ×{s.format_weight:g}"]
