@@ -101,7 +101,9 @@ def test_the_demo_model_shows_its_parameters_and_memory_parts(qtbot, make_window
     assert not view.advice_box.isVisible() and not view.note.isVisible()
 
 
-def test_edits_in_the_real_form_update_the_estimate_once_after_a_pause(qtbot, make_window):
+def test_edits_in_the_real_form_update_it_once_after_a_pause_and_not_while_hidden(
+    qtbot, make_window
+):
     w = make_window()
     before = wait_estimate(qtbot, w)
     shown = []
@@ -121,6 +123,12 @@ def test_edits_in_the_real_form_update_the_estimate_once_after_a_pause(qtbot, ma
     assert longer["assumed"]["completion_tokens"] == 320
     assert longer["memory"]["kv_cache"] > after["memory"]["kv_cache"]
     assert longer["seconds_per_step"] > after["seconds_per_step"]
+
+    w.docks["estimate"].close()  # hidden: nothing is estimated ...
+    editor(w, "num_generations").setValue(8)
+    assert not w.estimate_view.pending()
+    w.docks["estimate"].show()  # ... until it is shown again
+    assert wait_estimate(qtbot, w)["memory"]["kv_cache"] < longer["memory"]["kv_cache"]
 
 
 def test_too_little_memory_says_will_not_fit_and_apply_makes_the_change(

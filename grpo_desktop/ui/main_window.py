@@ -128,9 +128,7 @@ class MainWindow(QMainWindow):
         # (tests, benchmarks) estimates only when asked (estimate_view.start())
         self.estimate_view = EstimateView(self.model, auto=probe_device)
         left = Qt.DockWidgetArea.LeftDockWidgetArea
-        self.docks["estimate"] = self._dock(
-            "estimate", "Will it fit?", self.estimate_view, left, scroll=False
-        )
+        self.docks["estimate"] = self._dock("estimate", "Will it fit?", self.estimate_view, left)
         self.splitDockWidget(first, self.docks["estimate"], Qt.Orientation.Vertical)
         for name in ("dataset", "reward", "hyper"):
             self.tabifyDockWidget(first, self.docks[name])

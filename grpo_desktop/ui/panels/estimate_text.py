@@ -194,7 +194,9 @@ def legend(r: dict) -> list[tuple[str, str, bool, list[str]]]:
             detail = mem.get("weights_detail") or {}
             extra = [f"{k}: {format_bytes(v)}" for k, v in detail.items()]
         elif key == "activations" and r.get("rows_per_pass"):
-            extra = [f"One training pass takes {r['rows_per_pass']} answers (the micro-batch)."]
+            rows = int(r["rows_per_pass"])
+            extra = [f"One training pass takes {rows} answer{'s' if rows != 1 else ''} (the "
+                     "micro-batch)."]  # fmt: skip
         elif key == "kv_cache" and mem.get("sampling_other"):
             extra = [f"Other sampling buffers: {format_bytes(mem['sampling_other'])}."]
         if key not in at_peak:

@@ -45,6 +45,7 @@ from grpo_desktop.ui.panels.estimate_text import PART_HELP, PARTS
 from grpo_desktop.ui.run.worker import ACTIVE_STATES
 
 DELAY_MS = 300
+MAX_SHARE = 0.5  # of the window's middle height: the settings above keep the rest
 IGNORED_SECTIONS = ("rewards", "run")  # the checker, steps and logging change no memory
 NO_MODEL = "—  Choose a model to see whether it fits."
 FIRST = "Estimating… (the first estimate reads the model's code: a few seconds)"
@@ -316,19 +317,25 @@ class EstimateView(QWidget):
     # ------------------------------------------------------------------ fitting the dock
 
     def _fit_height(self) -> None:
-        """Make the dock holding this view as tall as the content needs at its width (a dock
-        does not grow by itself when advice rows appear: it squeezes them)."""
+        """Make the dock holding this view as tall as the content needs at its width, at most
+        MAX_SHARE of the window's middle (a dock does not grow by itself when advice rows
+        appear: it squeezes them; past the cap the dock's scroll area scrolls)."""
         dock = self.parentWidget()
-        window = dock.parentWidget() if isinstance(dock, QDockWidget) else None
-        if not isinstance(window, QMainWindow) or dock.isFloating():
+        while dock is not None and not isinstance(dock, QDockWidget):
+            dock = dock.parentWidget()
+        window = dock.parentWidget() if dock is not None else None
+        if not isinstance(window, QMainWindow) or dock.isFloating() or self._fit_tries >= 3:
             return
         layout = self.layout()
         layout.activate()
         need = layout.totalHeightForWidth(max(self.width(), 200))
-        if need > 0 and need != self.height() and self._fit_tries < 3:
+        room = self.parentWidget().height()  # the scroll area's viewport (or the dock's inside)
+        cap = int(MAX_SHARE * window.centralWidget().height())
+        target = min(need, cap) if cap > 0 else need
+        if need > 0 and abs(target - room) > 1:
             self._fit_tries += 1  # the dock may land a few pixels off: look again once laid out
-            extra = dock.height() - self.height()  # title bar and frame
-            window.resizeDocks([dock], [need + extra], Qt.Orientation.Vertical)
+            extra = dock.height() - room  # title bar and frame
+            window.resizeDocks([dock], [target + extra], Qt.Orientation.Vertical)
             QTimer.singleShot(0, self, self._fit_height)
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
