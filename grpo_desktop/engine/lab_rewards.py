@@ -155,6 +155,7 @@ class RewardLab:
         self._custom: dict[tuple[str, str, str, str], CheckResult] = {}
         self._process: CheckerProcess | None = None
         self._checker_lock = threading.Lock()  # one run_checker at a time
+        self._close_after_run = False  # close() came while run_checker was busy
 
     @classmethod
     def with_builtin_group(cls) -> RewardLab:
@@ -255,7 +256,7 @@ class RewardLab:
                 return 0
             proc = self._process
             if proc is None or proc.source != source or proc.timeout_s != float(timeout_s):
-                self.close()
+                self._close_process()
                 proc = CheckerProcess(source, timeout_s=timeout_s, memory_mb=memory_mb)
                 self._process = proc
             results = proc.check_many(
@@ -263,10 +264,23 @@ class RewardLab:
             )
             for r, res in zip(todo, results):
                 self._custom[(source, r.completion, r.answer, r.prompt)] = res
+            if self._close_after_run:
+                self._close_process()
             return len(todo)
 
     def close(self) -> None:
-        """Stop the checker's child process, if one was started. Idempotent."""
+        """Stop the checker's child process, if one was started. Idempotent, and never waits:
+        while run_checker is busy in another thread, it stops the process when it is done."""
+        if not self._checker_lock.acquire(blocking=False):
+            self._close_after_run = True
+            return
+        try:
+            self._close_process()
+        finally:
+            self._checker_lock.release()
+
+    def _close_process(self) -> None:
+        self._close_after_run = False
         if self._process is not None:
             self._process.close()
             self._process = None
