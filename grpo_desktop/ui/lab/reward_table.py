@@ -24,6 +24,8 @@ from PySide6.QtWidgets import (
 )
 
 ADV_ROLE = Qt.ItemDataRole.UserRole + 7
+RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+RIGHT_ALIGNED = {0, 3, 4, 5, 6, 7, 8, 9}
 UP, DOWN = QColor("#2e9d52"), QColor("#c0392b")
 BOX_STYLE = (
     "QLabel { border: 1px solid palette(mid); border-radius: 5px; padding: 4px 8px;"
@@ -147,50 +149,58 @@ class RolloutScoreTable(QTableWidget):
         return COLUMNS.index(name)
 
     def show_rows(self, rows: list, show_custom: bool) -> None:
-        """Fill the table with ScoredRollouts (keeps the selected row)."""
+        """Fill the table with ScoredRollouts (keeps the selected row). Items are made once per
+        row and their text updated afterwards: making 640 items took most of a recompute."""
         current = self.currentRow()
         self.setColumnHidden(self.column("Checker"), not show_custom)
         scored = [abs(r.advantage) for r in rows if r.advantage is not None]
         self.bar.scale = max(scored, default=1.0) or 1.0
-        self.setRowCount(len(rows))
-        for k, row in enumerate(rows):
-            ro = row.rollout
-            label = ro.label or _tail(ro.completion)
-            adv = row.advantage
-            arrow = "" if adv is None or abs(adv) < 1e-12 else ("↑ " if adv > 0 else "↓ ")
-            per_token = row.per_token
-            cells = [
-                str(row.index + 1),
-                label,
-                row.extracted or _short_reason(row.reason),
-                _fmt(row.parts.get("accuracy"), "g"),
-                _fmt(row.parts.get("format"), "g"),
-                _fmt(row.parts.get("custom"), "g") if "custom" in row.parts else "",
-                _fmt(row.reward),
-                "no score" if adv is None else ("0" if adv == 0 else f"{arrow}{adv:+.3f}"),
-                str(ro.length) + (" (cut)" if ro.truncated else ""),
-                "—" if per_token is None else f"{per_token:+.4f}",
-            ]
-            for col, text in enumerate(cells):
-                item = QTableWidgetItem(text)
-                if col in (0, 3, 4, 5, 6, 7, 8, 9):
-                    item.setTextAlignment(
-                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
-                    )
-                if col == 1:
-                    item.setToolTip(ro.completion)
-                if col == 2 and row.reason:
-                    item.setToolTip(row.reason)
-                if col == 5 and row.error:
-                    item.setToolTip(row.error)
-                    item.setForeground(DOWN)
-                if col == 7:
-                    item.setData(ADV_ROLE, adv)
-                    if adv is not None and abs(adv) > 1e-12:
-                        item.setForeground(UP if adv > 0 else DOWN)
-                self.setItem(k, col, item)
+        self.setUpdatesEnabled(False)
+        try:
+            if self.rowCount() != len(rows):
+                self.setRowCount(len(rows))
+            for k, row in enumerate(rows):
+                self._fill_row(k, row)
+        finally:
+            self.setUpdatesEnabled(True)
         if rows:
             self.selectRow(min(max(current, 0), len(rows) - 1))
+
+    def _fill_row(self, k: int, row) -> None:
+        ro, adv, per_token = row.rollout, row.advantage, row.per_token
+        arrow = "" if adv is None or abs(adv) < 1e-12 else ("↑ " if adv > 0 else "↓ ")
+        cells = [
+            str(row.index + 1),
+            ro.label or _tail(ro.completion),
+            row.extracted or _short_reason(row.reason),
+            _fmt(row.parts.get("accuracy"), "g"),
+            _fmt(row.parts.get("format"), "g"),
+            _fmt(row.parts.get("custom"), "g") if "custom" in row.parts else "",
+            _fmt(row.reward),
+            "no score" if adv is None else ("0" if adv == 0 else f"{arrow}{adv:+.3f}"),
+            str(ro.length) + (" (cut)" if ro.truncated else ""),
+            "—" if per_token is None else f"{per_token:+.4f}",
+        ]
+        tips = {1: ro.completion, 2: row.reason or "", 5: row.error or ""}
+        for col, text in enumerate(cells):
+            item = self.item(k, col)
+            if item is None:
+                item = QTableWidgetItem()
+                if col in RIGHT_ALIGNED:
+                    item.setTextAlignment(RIGHT)
+                self.setItem(k, col, item)
+            if item.text() != text:
+                item.setText(text)
+            if col in tips and item.toolTip() != tips[col]:
+                item.setToolTip(tips[col])
+        error_item = self.item(k, 5)
+        error_item.setForeground(DOWN if row.error else self.palette().text())
+        adv_item = self.item(k, 7)
+        adv_item.setData(ADV_ROLE, adv)
+        if adv is not None and abs(adv) > 1e-12:
+            adv_item.setForeground(UP if adv > 0 else DOWN)
+        else:
+            adv_item.setForeground(self.palette().text())
 
 
 def _short_reason(reason: str | None) -> str:
