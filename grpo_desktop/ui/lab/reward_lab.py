@@ -208,8 +208,13 @@ class RewardLabView(QWidget):
         if not rows:
             return False
         config, source = self._run_config()
+        lab = RewardLab.from_rows(rows, run_checker_source=source)
+        try:
+            lab.group_size(LabSettings())
+        except ValueError:  # not whole groups of equal size: no run writes that
+            return False
         self.lab.close()
-        self.lab = RewardLab.from_rows(rows, run_checker_source=source)
+        self.lab = lab
         self.step = step
         groups = sorted({r.group for r in self.lab.rollouts})
         self.focus = group if group in groups else None
