@@ -285,11 +285,12 @@ def _alerting_train(config, control, run_dir=None, resume=False):
     yield RunFinished("completed", 1, "done", None)
 
 
-def test_alerts_reach_the_message_bar_the_log_the_status_bar_and_the_history(qtbot, make_window):
+def test_alerts_reach_a_banner_the_log_the_status_bar_and_the_history(qtbot, make_window):
     w = make_window(_alerting_train, steps=1)
     run(qtbot, w)
-    assert w.message_bar.kind == "error" and "timed out" in w.message_bar.text.text()
-    assert "Make it quick." in w.message_bar.text.text()
+    assert w.alarms.kinds() == ["checker_timeouts"] and not w.message_bar.isVisible()
+    text = w.alarms.banner("checker_timeouts").plain_text()
+    assert "Your checker timed out." in text and "What to try: Make it quick." in text
     assert "Step 1: Your checker timed out. Make it quick." in w.log_view.toPlainText()
     assert w.model.history.alerts[0]["kind"] == "checker_timeouts"
 
