@@ -181,8 +181,7 @@ def test_graph_check_tolerates_bf16_rounding_only():
     assert not decode_graph.agrees(broken, eager)[0]
 
 
-@pytest.mark.parametrize("stash", ["device", "host"])
-def test_lora_merged_folds_bf16_weights_and_restores_them_bit_for_bit(stash):
+def test_lora_merged_folds_bf16_weights_and_restores_them_bit_for_bit():
     model, tok = tiny_model("tiny", seed=2)
     model = _lora(model.to(torch.bfloat16))
     ids, mask = tokenize_prompts(tok, PROMPTS, 64, torch.device("cpu"))
@@ -196,7 +195,7 @@ def test_lora_merged_folds_bf16_weights_and_restores_them_bit_for_bit(stash):
             base = model(input_ids=ids, attention_mask=mask).logits.float()  # (3, P, V)
         with sampler.lora_merged(model):  # on the CPU bf16 layers stay unmerged by default
             assert all(not m.disable_adapters for m in layers)
-        with sampler.lora_merged(model, half=True, stash=stash):
+        with sampler.lora_merged(model, half=True):  # as on CUDA
             assert all(m.disable_adapters for m in layers)
             layer, weight = layers[0], weights[0]
             delta = layer.get_delta_weight(layer.active_adapters[0]).float()  # (out, in)
@@ -276,3 +275,28 @@ def test_it_runs_only_models_it_can_run_exactly(tiny_model_dir):
         _, cache = sampler._prefill(model, ids, mask, positions)
     model.config.layer_types = ["sliding_attention"] * model.config.num_hidden_layers
     assert static_decoder(model, cache, 64, mask, positions) is None  # not full attention
+
+
+def test_decode_benchmark_and_the_op_counts_run_on_the_cpu(monkeypatch):
+    """bench/decode_overhead.py: decode_benchmark (bench/gpu.py's CUDA measurement) reports the
+    path that really ran and puts the sampler's switches back; the op counts order the paths."""
+    import os
+
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+    monkeypatch.syspath_prepend(bench)
+    import decode_overhead
+
+    shape = dict(hidden=32, heads=4, kv_heads=2, intermediate=64, vocab=96, layers=2)
+    model = decode_overhead.qwen_like(shape, lora_r=4)
+    ids = torch.randint(0, 96, (2, 5))  # (2, 5)
+    for static, graphs, path in (
+        (True, True, "static eager (fallback)"),
+        (False, False, "forward"),
+    ):
+        out = decode_overhead.decode_benchmark(
+            model, ids, 4, graphs=graphs, static=static, repeats=1
+        )
+        assert out["path"] == path and out["ms_per_token"] > 0 and out["tokens"] == 4
+    assert sampler.STATIC_DECODE == "cuda" and sampler.LEAN_DECODE and decode_graph.GRAPHS
+    rows = {r["path"]: r["ops_per_token"] for r in decode_overhead.measure(model, 2, 6, 2, 96)}
+    assert rows["graph"] <= 3 < rows["static"] < rows["forward"]

@@ -16,6 +16,14 @@ Llama and Qwen2 models on the CPU then decode through `engine/decode.py` (the sa
 without transformers' per-call machinery; others call the model). Float32 CPU products run in
 oneDNN where it is faster than MKL (`engine/kernels.py`). Models whose forward does not
 accept these arguments (some remote-code models) fall back to `generate` in rollout.py.
+
+On CUDA, where a decode step costs host time rather than arithmetic (the eager forward of a
+24-layer LoRA model dispatches ~3,600 operations per token), the same models decode through the
+fixed-shape step of `engine/decode_static.py`, captured once per call as a CUDA graph and
+replayed per token (`engine/decode_graph.py`, checked against the eager step on the first
+token, eager when capture fails; `decode_graph.GRAPHS` switches graphs off, STATIC_DECODE the
+step); `lora_merged` folds bf16/fp16 LoRA layers there too. Sampling (temperature, top-p,
+multinomial, EOS) stays in this loop on every path. `last_decode_path()` says which path ran.
 """
 
 from __future__ import annotations
@@ -148,7 +156,8 @@ def sample_tokens(
             next_pos = next_pos + 1
     finally:
         if static is not None:
-            static.close()  # the graph's memory pool goes back for the training pass
+            last_logits = logits = None  # may be the graph's output, in its memory pool
+            static.close()  # the pool goes back to the driver for the training pass
     _last["path"] = _path_name(static, decode, max_new_tokens)
     return torch.stack(tokens, dim=1)  # (N, C)
 
@@ -232,7 +241,7 @@ def _prefill(model, prompt_ids, attention, positions):
 
 
 HALF = (torch.float16, torch.bfloat16)
-STASH_SHARE = 0.5  # merged copies may take this share of the free GPU memory, else stash on host
+MERGE_SHARE = 0.5  # on a GPU, merged copies may take this share of the free memory, else unmerged
 
 
 def _foldable(weight: torch.Tensor, half: bool) -> bool:
@@ -281,60 +290,48 @@ def _mergeable_lora_layers(model, half: bool = False) -> list:
     return layers
 
 
-def _stash_for(weights: list[torch.Tensor]) -> str:
-    """Where lora_merged keeps the original weights: "device" (the merged values are new
-    tensors beside them: no copies, costs their size in device memory) unless they are on a GPU
-    with too little free memory for that, then "host" (originals copied to host memory, merged
-    in place, copied back)."""
+def _room_to_merge(weights: list[torch.Tensor]) -> bool:
+    """Whether the merged copies of `weights` fit: always on the CPU; on a GPU when they take at
+    most MERGE_SHARE of its free memory (torch's unused cache included). Short of that the
+    adapters stay unmerged: with the decode step in a CUDA graph their two extra small products
+    per layer cost little, where copying the originals out and back would cost a transfer of
+    every adapted weight per step."""
     device = weights[0].device
     if device.type != "cuda":
-        return "device"
+        return True
     free, _ = torch.cuda.mem_get_info(device)
     free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    needed = sum(w.numel() * w.element_size() for w in weights)
-    return "device" if needed <= STASH_SHARE * free else "host"
+    return sum(w.numel() * w.element_size() for w in weights) <= MERGE_SHARE * free
 
 
 @contextlib.contextmanager
-def lora_merged(model, *, half: bool | None = None, stash: str | None = None) -> Iterator[None]:
+def lora_merged(model, *, half: bool | None = None) -> Iterator[None]:
     """For generation: each LoRA layer's base weight temporarily holds W + scale·B·A and the
     adapters are off, so a decode step runs one matmul per layer instead of three. Folded: float32
     CPU weights, and float16/bfloat16 ones on CUDA (`half=None`; True folds them anywhere, for
-    tests). Half precision rounds once, W + ΔW computed in float32: the sampled distribution then
-    differs from the scored one by that rounding (as when TRL hands merged weights to vLLM); on
-    the CPU bf16 layers stay unmerged. Originals are put back on exit bit for bit (no
-    subtraction), also after an error: kept beside the merged tensors, or with `stash="host"`
-    (chosen on a GPU short of memory, `_stash_for`) copied to host memory and copied back into
-    the same storage. Models it cannot merge wholly (4-bit, 8-bit, DoRA ...) run unchanged."""
+    tests) when the merged copies fit (`_room_to_merge`). Half precision rounds once, W + ΔW
+    computed in float32: the sampled distribution then differs from the scored one by that
+    rounding (as when TRL hands merged weights to vLLM); on the CPU bf16 layers stay unmerged.
+    The merged values are new tensors; the original ones are kept and put back on exit, bit for
+    bit in the same storage (no subtraction), also after an error. Models it cannot merge
+    wholly (4-bit, 8-bit, DoRA ...) run unchanged."""
     if half is None:  # half-precision weights are folded on CUDA only
         half = any(p.device.type == "cuda" for p in model.parameters())
     layers = _mergeable_lora_layers(model, half=half)
-    if not layers:
+    if not layers or not _room_to_merge([layer.base_layer.weight for layer in layers]):
         yield
         return
-    weights = [layer.base_layer.weight for layer in layers]
-    stash = stash or _stash_for(weights)
-    originals = []  # (parameter, its original tensor or a host copy of it)
+    originals = []  # (parameter, its original tensor)
     try:
         with torch.no_grad():
-            for layer, weight in zip(layers, weights):
+            for layer in layers:
+                weight = layer.base_layer.weight
                 delta = layer.get_delta_weight(layer.active_adapters[0])  # (out, in)
-                merged = (weight.data.float() + delta.float()).to(weight.dtype)  # (out, in)
-                if stash == "host":
-                    pinned = weight.device.type == "cuda"
-                    saved = torch.empty(weight.shape, dtype=weight.dtype, pin_memory=pinned)
-                    originals.append((weight, saved.copy_(weight.data)))
-                    weight.data.copy_(merged)
-                else:
-                    originals.append((weight, weight.data))
-                    weight.data = merged
-                del merged, delta
+                originals.append((weight, weight.data))
+                weight.data = (weight.data.float() + delta.float()).to(weight.dtype)  # (out, in)
+                del delta
         with model.disable_adapter():
             yield
     finally:
-        with torch.no_grad():
-            for weight, data in originals:
-                if stash == "host":
-                    weight.data.copy_(data)
-                else:
-                    weight.data = data
+        for weight, data in originals:
+            weight.data = data
