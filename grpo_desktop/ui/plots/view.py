@@ -10,7 +10,8 @@ data decimated to the pixels (kit, decimate): with 10,000 steps a full redraw ta
 about 8 ms of CPU (bench/gui_latency.py). Hovering shows the exact values at that step and a
 cursor line on every plot; clicking a point asks the session model to show that step's
 rollouts; right-click a plot to save it as PNG or SVG. The smoothing slider applies a debiased
-EMA to the curves.
+EMA to the curves. A dashed, labelled line marks each health alarm's step on the plots it concerns
+(markers.py).
 
 Reads only the session model's `RunHistory`; never touches the worker or other panels.
 """
