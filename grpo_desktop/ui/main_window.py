@@ -17,7 +17,9 @@ import os
 import tempfile
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import (
+    QApplication,
     QDockWidget,
     QLabel,
     QMainWindow,
@@ -93,6 +95,7 @@ class MainWindow(QMainWindow):
         self.settings = settings or QSettings()
         self._close_when_stopped = False
         self._lab = None  # the Lab window, made on first use
+        self._help = None  # the Help window, made on first use
         self.setWindowTitle("GRPO Desktop")
         self.setDockNestingEnabled(True)
 
@@ -261,7 +264,12 @@ class MainWindow(QMainWindow):
         lab_bar.addAction(self.lab_action)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, lab_bar)
         help_menu = bar.addMenu("&Help")
+        self.help_action = help_menu.addAction("GRPO Desktop Help", self._on_help_action)
+        self.help_action.setShortcut("F1")
+        self.help_action.setStatusTip("What the plots, the alarms and GRPO's words mean (F1)")
         help_menu.addAction("About GRPO Desktop", self._show_about)
+        self.alarms.help_requested.connect(self.open_help)
+        self.plots.help_links.help_requested.connect(self.open_help)
 
     # ------------------------------------------------------------------ run
 
@@ -401,6 +409,27 @@ class MainWindow(QMainWindow):
             self.open_lab(TITLE)
         else:
             self.show_message("warning", f"Step {step}'s rollouts are no longer available.")
+
+    def help_window(self):
+        """The Help window (ui/help), created on first use and kept for the window's life."""
+        if self._help is None:
+            from grpo_desktop.ui.help.window import HelpWindow
+
+            self._help = HelpWindow(self)
+            self._help.lab_requested.connect(self.open_lab)
+        return self._help
+
+    def open_help(self, anchor: str | None = None):
+        """Show Help on the entry `anchor` ("advantage", "plot-kl", "alarm-no_signal"; the entry
+        last read when None); returns the Help window."""
+        return self.help_window().show_topic(anchor)
+
+    def _on_help_action(self) -> None:
+        """F1: the entry of the plot under the mouse or the alarm banner in focus, if any."""
+        from grpo_desktop.ui.help.window import context_anchor
+
+        under = QApplication.widgetAt(QCursor.pos())
+        self.open_help(context_anchor(under, QApplication.focusWidget()))
 
     def _show_about(self) -> None:
         QMessageBox.about(

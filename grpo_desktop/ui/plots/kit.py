@@ -362,7 +362,9 @@ def set_title(plot: pg.PlotItem, html: str) -> None:
 
         label.updateMin = update_min
         label._narrow = True
-    plot.setTitle(html, size="10pt")
+    link = getattr(label, "help_link", "")  # the "?" that opens Help (plots/help_links.py)
+    plot.setTitle(link + html, size="10pt")
+    label.text = html  # what the title says, without the link
 
 
 def fill_path(lower, upper) -> pg.QtGui.QPainterPath:

@@ -35,7 +35,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from grpo_desktop.ui.help.topics import plot_anchor
 from grpo_desktop.ui.plots.export import render_plot
+from grpo_desktop.ui.plots.help_links import PlotHelpLinks
 from grpo_desktop.ui.plots.hist import HeatStrip, LatestHistogram
 from grpo_desktop.ui.plots.kit import (
     PALETTE,
@@ -290,6 +292,9 @@ class PlotsView(QWidget):
         self.kl_note.setPos(6, 4)
         self.kl_note.setVisible(False)
         self.markers = AlarmMarkers(self.plots)  # a dashed line at each alert's step
+        titled = {plot_anchor(n): sp.plot for n, sp in self.plots.items()}
+        titled[plot_anchor("hist")] = self.hist_plot
+        self.help_links = PlotHelpLinks(titled, self.canvas.scene(), self)  # "?" in each title
         for plot in [sp.plot for sp in self.plots.values()] + [self.hist_plot]:
             cache_static(plot)
         for row in range(PLOT_ROWS):
@@ -306,6 +311,10 @@ class PlotsView(QWidget):
         menu.addAction("Save this plot as SVG…").triggered.connect(
             lambda: self.export_plot(item, title, "svg")
         )
+
+    def help_anchor(self) -> str | None:
+        """The Help entry of the plot under the mouse (F1 over a plot opens it)."""
+        return self.help_links.hovered
 
     # ------------------------------------------------------------------ redraw
 

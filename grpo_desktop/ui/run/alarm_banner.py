@@ -5,7 +5,8 @@ The engine raises each health alarm once per run (engine/health.py); the checker
 repeat, and then the kind's banner is updated in place instead of stacking. Dismissing a banner
 silences its kind until a new run starts from step 0 (continuing the same run keeps it silent).
 Opening a session shows the banners of its saved alerts again. Titles and explanations come from
-engine/alarm_kinds.py (the explanation is the banner's tooltip; Help uses the same text). The
+engine/alarm_kinds.py (the explanation is the banner's tooltip; Help uses the same text, and
+"What does this mean?" asks for the kind's Help entry through `help_requested`). The
 log line and the status bar message are written elsewhere (run/log_view.py, main_window.py).
 
 Reads the session model only: `alert_raised`, `run_started`, `session_replaced`, `history.alerts`.
@@ -37,6 +38,7 @@ class AlarmBanner(QFrame):
     """One alarm: its title and step, the message, what to try, and the Dismiss button."""
 
     dismissed = Signal(str)  # kind
+    help_requested = Signal(str)  # the kind's Help anchor ("alarm-no_signal")
 
     def __init__(self, kind: str, parent: QWidget | None = None):
         super().__init__(parent)
@@ -46,6 +48,9 @@ class AlarmBanner(QFrame):
         self.text.setWordWrap(True)
         self.text.setTextFormat(Qt.TextFormat.RichText)
         self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.help_link = QLabel(f'<a href="#{self.help_anchor()}">What does this mean?</a>')
+        self.help_link.setToolTip("Open this alarm's entry in Help: what it means, where to look")
+        self.help_link.linkActivated.connect(lambda href: self.help_requested.emit(href[1:]))
         self.dismiss_button = QPushButton("Dismiss for this run")
         self.dismiss_button.setToolTip(
             "Hide this alarm and do not show it again until a new run starts"
@@ -53,8 +58,13 @@ class AlarmBanner(QFrame):
         row = QHBoxLayout(self)
         row.setContentsMargins(10, 4, 6, 4)
         row.addWidget(self.text, 1)
+        row.addWidget(self.help_link, 0, Qt.AlignmentFlag.AlignTop)
         row.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
         self.dismiss_button.clicked.connect(lambda: self.dismissed.emit(self.kind))
+
+    def help_anchor(self) -> str:
+        """This kind's Help entry (F1 in the banner opens it too)."""
+        return f"alarm-{self.kind}"
 
     def show_alert(self, alert: Any) -> None:
         info = alarm(self.kind)
@@ -95,6 +105,8 @@ def _strip_tags(text: str) -> str:
 class AlarmBanners(QWidget):
     """The column of alarm banners, newest first; hidden when there is none."""
 
+    help_requested = Signal(str)  # a banner's "What does this mean?": its kind's Help anchor
+
     def __init__(self, model, parent: QWidget | None = None):
         super().__init__(parent)
         self.model = model
@@ -133,6 +145,7 @@ class AlarmBanners(QWidget):
         if banner is None:
             banner = AlarmBanner(kind, self)
             banner.dismissed.connect(self.dismiss)
+            banner.help_requested.connect(self.help_requested)
             self.banners[kind] = banner
             self.column.insertWidget(0, banner)
         banner.show_alert(alert)

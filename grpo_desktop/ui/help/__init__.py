@@ -1,0 +1,1 @@
+"""Help: the content (topics.py and its texts, Qt-free) and the Help window (window.py)."""
