@@ -47,7 +47,7 @@ from grpo_desktop.engine.estimate_math import (
 from grpo_desktop.engine.memory_estimate import LORA_MODULES, ModelShape
 
 ASSUMED_PROMPT_TOKENS = 128  # a chat-templated question when the data cannot be read quickly
-CPU_FLOPS_EFFICIENCY = 0.5  # of a large matmul's rate, as a training step's products reach it
+CPU_FLOPS_EFFICIENCY = 1.0  # the measured rate is that of the engine's own products (oneDNN)
 CUDA_FLOPS_EFFICIENCY = 0.4  # of the tensor cores' peak
 BANDWIDTH_EFFICIENCY = 0.8
 # Dense bf16/fp16 tensor-core FLOPs per SM and clock by compute capability (float32: CUDA cores).
@@ -167,13 +167,16 @@ def _cpu_speed_now() -> tuple[float, float]:
     """(FLOP/s of a float32 matmul, bytes/s of a large copy) on this CPU, measured once."""
     global _cpu_speed
     if _cpu_speed is None:
-        a = torch.randn(512, 1024)
-        b = torch.randn(1024, 1024)
-        torch.mm(a, b)  # warm-up (thread pool, library choice)
-        reps, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < 0.15:
-            torch.mm(a, b)
-            reps += 1
+        from grpo_desktop.engine.kernels import fast_linear
+
+        x = torch.randn(512, 1024)
+        w = torch.randn(1024, 1024)
+        with fast_linear():  # the library the training passes' products run in (kernels.py)
+            torch.nn.functional.linear(x, w)  # warm-up (thread pool, library choice)
+            reps, t0 = 0, time.perf_counter()
+            while time.perf_counter() - t0 < 0.15:
+                torch.nn.functional.linear(x, w)
+                reps += 1
         flops = 2 * 512 * 1024 * 1024 * reps / (time.perf_counter() - t0)
         src = torch.ones(16 * 2**20)  # 64 MiB
         dst = torch.empty_like(src)
@@ -278,6 +281,12 @@ def estimate_run(
     params, notes = count_params(config, path, cfg)
     shape = ModelShape.from_config(config)
     kind = _device_kind(cfg, device)
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ModelError(
+            "The device is set to cuda but PyTorch sees no CUDA GPU here, so there is no GPU to "
+            "estimate for. Estimate for the CPU (device auto or cpu), or install a CUDA build of "
+            "torch (see the README)."
+        )
     dtype = _compute_dtype(cfg, kind)
     if prompt_tokens is None:
         prompt_tokens, how = typical_prompt_tokens(cfg, path)

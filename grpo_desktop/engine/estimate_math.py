@@ -51,18 +51,25 @@ from grpo_desktop.engine.memory_estimate import (
 
 MiB = 2**20
 CHUNK_ELEMENTS = 2**24  # the fused head's logits per chunk (engine/fused_head.py, kept in step)
-CPU_BASELINE_BYTES = 520 * MiB  # peak RSS of a process that imported torch, transformers, peft
-# and the app's engine and loaded a Qwen2 class and a tokenizer (bench/estimate.py --baseline)
-CPU_ALLOCATOR_SHARE = 0.12  # of the dynamic memory: what glibc's arenas keep after frees
+# A run's process before its own tensors: 439 MiB peak RSS for a process that only imports
+# torch, transformers, peft and the engine (bench/estimate.py --baseline); 588 MiB for a whole
+# run of the demo (1.6M parameters) with one row of 16 tokens per pass, which also imports the
+# reward checkers, tokenizer and data code and starts torch's threads. The latter, less the
+# demo's own ~28 MiB, is what every run pays.
+CPU_BASELINE_BYTES = 560 * MiB
+CPU_ALLOCATOR_SHARE = 0.05  # of the dynamic memory: what the C heap keeps after frees
 CUDA_WORKSPACE_BYTES = 32 * MiB  # cuBLAS workspace (inside the caching allocator)
 CUDA_CONTEXT_BYTES = 600 * MiB  # CUDA context and kernels: not in max_memory_allocated
 CUDA_CACHE_SHARE = 0.10  # of the total: blocks torch's allocator reserves but does not use
 TIGHT_SHARE = 0.10  # headroom below this share of the free memory is "tight"
-# Host time per decoded token and layer (the eager forward's dispatches; the CPU's lean decoder
-# does less) and per sampled logit (softmax and multinomial over the vocabulary).
-HOST_S_PER_TOKEN_LAYER = {"cpu": 0.3e-3, "cuda": 0.8e-3}
-SAMPLE_S_PER_LOGIT = {"cpu": 4e-9, "cuda": 0.0}
-DEQUANT_S_PER_WEIGHT = {"cpu": 2.0e-9, "cuda": 0.0}  # bitsandbytes' 4/8-bit unpacking per pass
+# Time constants, fitted on the CPU runs of bench/estimate.py (2 shared cores) and, for CUDA,
+# read from issue 14's measurement of the eager decode step (18-22 ms a token for 24 layers):
+# host work per decoded token and layer (CPU: in matmul FLOP-equivalents, so it scales with
+# the measured rate; CUDA: seconds), and bitsandbytes' unpacking per quantized weight and pass.
+HOST_PER_TOKEN_LAYER = {"cpu": 4e8, "cuda": 0.8e-3}
+DEQUANT_PER_WEIGHT = {"cpu": 20.0, "cuda": 0.0}
+DECODE_SHARE = 0.25  # of the measured product rate, for a decode step's few-row CPU products
+WIDE = 1024  # hidden size from which CPU products reach the measured rate
 DTYPE_NAMES = {"float32": "float32", "bfloat16": "bf16", "float16": "fp16"}
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -216,17 +223,44 @@ def pass_rows(shape: ModelShape, p: Params, s: Settings, dev: Device, resident: 
 
 
 def logits_bytes(shape: ModelShape, s: Settings, rows: int) -> int:
-    """The fused head's chunk of float32 logits (fixed_pass_bytes), never more tokens than a
-    pass has."""
+    """The fused head's chunk of float32 logits and its softmax (turned into the gradient in
+    place), never more tokens than a pass has. (memory_estimate.fixed_pass_bytes, which the
+    micro-batch choice reserves, allows a third copy: a margin, not what RSS shows.)"""
     tokens = min(chunk_tokens(shape.vocab), rows * s.completion_tokens)
-    return fixed_pass_bytes(shape, max(1, tokens))
+    return 2 * max(1, tokens) * shape.vocab * 4
 
 
 def chunk_tokens(vocab: int) -> int:
     return max(1, CHUNK_ELEMENTS // max(1, vocab))
 
 
+def pass_activation_bytes(shape: ModelShape, s: Settings, rows: int) -> int:
+    """What a policy pass of `rows` completions keeps for its backward, counted from the tensors
+    autograd saves (measured with saved-tensor hooks on the demo and the 0.5B-shaped model, LoRA,
+    QLoRA and full, within 3 %): per token and layer the layer's input, both norms' outputs, the
+    residual after attention, queries, keys and values before and after the rotary embedding and
+    the attention output with its contiguous copy (8H + 3 KV widths), the MLP's gate, up,
+    activation and product (4I), and with LoRA each projection's rank-r intermediate (7r), without
+    it about 4H more (the inputs the weight gradients need); in a half precision each norm's
+    float32 copy and output (4H float32 a norm). Attention weights are not kept (the SDPA kernels
+    save only their log-sum-exp). Per token and not per layer: the final hidden state and its
+    gradient for the output layer (4H float32). A group's prompt runs once per pass (prompt
+    sharing), so the tokens are rows × completion + groups × prompt. With gradient checkpointing
+    each layer keeps only its input, plus one layer's worth while it is recomputed."""
+    H, b = shape.hidden, s.dtype_bytes
+    kv = shape.kv_heads * (H // max(1, shape.heads))
+    per_layer = (8 * H + 3 * kv + 4 * shape.intermediate) * b
+    per_layer += 7 * s.lora_r * b if s.lora else 4 * H * b
+    if b < 4:
+        per_layer += 2 * 4 * H * 4
+    groups = -(-rows // max(1, s.G))
+    tokens = rows * s.completion_tokens + groups * s.prompt_tokens
+    kept = shape.layers * H * b + per_layer if s.checkpointing else shape.layers * per_layer
+    return int(tokens * (kept + 4 * H * 4))
+
+
 def row_bytes(shape: ModelShape, s: Settings) -> int:
+    """memory_estimate's per-row figure, which the engine's micro-batch "auto" uses to choose."""
     return activation_bytes_per_row(
         shape,
         s.prompt_tokens + s.completion_tokens,
@@ -246,7 +280,7 @@ def memory(shape: ModelShape, p: Params, s: Settings, dev: Device) -> dict:
     else:
         resident = CUDA_WORKSPACE_BYTES + weights + optim + CUDA_CONTEXT_BYTES
     rows = pass_rows(shape, p, s, dev, resident)
-    activations = rows * row_bytes(shape, s)
+    activations = pass_activation_bytes(shape, s, rows)
     logits = logits_bytes(shape, s, rows)
     kv = kv_cache_bytes(shape, s, dev.kind)
     other = sampling_other_bytes(shape, p, s, dev.kind)
@@ -278,27 +312,35 @@ def memory(shape: ModelShape, p: Params, s: Settings, dev: Device) -> dict:
 
 def seconds(shape: ModelShape, p: Params, s: Settings, dev: Device, rows: int) -> dict:
     """Rough seconds of one step by phase: sampling (prefill + decode) and training (reference,
-    old-policy and policy passes, optimizer)."""
+    old-policy and policy passes, optimizer). On the CPU every term is work divided by the
+    measured product rate, so a busy machine's estimate is slower too: narrow layers reach a
+    smaller share of it (`width`), decode products of a few rows a quarter (DECODE_SHARE), and
+    the per-token host work and 4-bit unpacking are counted as product-equivalents."""
     flops = max(dev.flops, 1.0)
+    cpu = dev.kind == "cpu"
     dec = decoder_params(p)
     head = shape.hidden * shape.vocab
     P, C, N = s.prompt_tokens, s.completion_tokens, s.rows
     T = P + C
+    width = min(1.0, shape.hidden / WIDE) if cpu else 1.0
     attn = 4 * shape.layers * shape.hidden  # FLOPs per token and position attended to
-    dequant = DEQUANT_S_PER_WEIGHT[dev.kind] * p.linear if s.quant != "none" else 0.0
+    host = HOST_PER_TOKEN_LAYER[dev.kind] * shape.layers  # per decoded token
+    host = host / flops if cpu else host
+    unpack = DEQUANT_PER_WEIGHT[dev.kind] * p.linear if s.quant != "none" else 0.0
+    unpack = unpack / flops if cpu else unpack  # per forward over the quantized layers
     # Sampling: the prompt once per group, then C decode steps over all N rows.
-    prefill = (2 * dec * s.B * P + attn * s.B * P * P / 2) / flops + dequant
+    prefill = (2 * dec * s.B * P / width + attn * s.B * P * P / 2) / flops + unpack
     weight_bytes = sum(weights_detail(p, replace(s, beta=0.0)).values())
-    per_token_compute = (2 * (dec + head) * N + attn * N * T) / flops
+    share = DECODE_SHARE if cpu else 1.0
+    per_token_compute = (2 * (dec + head) * N + attn * N * T) / (flops * share)
     per_token_memory = weight_bytes / max(dev.bandwidth, 1.0)
-    per_token = max(per_token_compute, per_token_memory) + dequant
-    per_token += HOST_S_PER_TOKEN_LAYER[dev.kind] * shape.layers
-    per_token += SAMPLE_S_PER_LOGIT[dev.kind] * N * shape.vocab
+    per_token = max(per_token_compute, per_token_memory) + unpack + host
     sampling = prefill + C * per_token
     # Training: token-passes with a group's prompt shared by its G rows.
     tokens = s.B * P + N * C
-    forward = (2 * dec * tokens + 2 * head * N * C + attn * N * T * T / 2) / flops
-    forward += dequant * max(1, -(-N // max(rows, 1)))
+    passes = max(1, -(-N // max(rows, 1)))
+    forward = (2 * dec * tokens / width + 2 * head * N * C + attn * N * T * T / 2) / flops
+    forward += unpack * passes
     backward = (1.0 if s.lora else 2.0) * forward
     if not s.lora:
         backward += 2 * head * N * C / flops  # the fused head recomputes its chunks
