@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import statistics
 from collections import deque
 from typing import Any
@@ -43,10 +42,10 @@ from typing import Any
 from grpo_desktop.engine.alarm_kinds import alarm
 from grpo_desktop.engine.config_alerts import AlertsConfig
 from grpo_desktop.engine.events import Alert
+from grpo_desktop.engine.health_hacking import SPREAD_STEPS, HackingRules, field_of, number, pct
 
 MEDIAN_WINDOW = 50  # steps a running median looks back over
 MEDIAN_MIN = 5  # steps of history before a spike can be judged
-SPREAD_STEPS = 5  # steps over which the format share of the spread is pooled
 TRACKED = (
     "reward",
     "rewards/accuracy/mean",
@@ -58,23 +57,7 @@ TRACKED = (
 _SKIPPED_LINE = '{"type": "rollouts"'  # replaying a log needs no rollouts
 
 
-def _get(event: Any, name: str, default: Any = None) -> Any:
-    if isinstance(event, dict):
-        return event.get(name, default)
-    return getattr(event, name, default)
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _pct(x: float) -> str:
-    return f"{x:.0%}"
-
-
-class HealthMonitor:
+class HealthMonitor(HackingRules):
     """See the module docstring. One monitor per run (a resumed run: replay its log first)."""
 
     def __init__(self, settings: AlertsConfig | None = None, weights: dict | None = None):
@@ -92,11 +75,11 @@ class HealthMonitor:
 
     def observe(self, event: Any) -> list[Alert]:
         """The alerts `event` triggers (most events trigger none)."""
-        kind = _get(event, "type", "")
+        kind = field_of(event, "type", "")
         if kind == "run_started":
             self._configure(event)
         elif kind == "alert":
-            self.raised.add(str(_get(event, "kind", "")))
+            self.raised.add(str(field_of(event, "kind", "")))
         if not self.settings.enabled:
             return []
         if kind == "rollouts":
@@ -119,7 +102,7 @@ class HealthMonitor:
             self._replaying = False
 
     def _configure(self, event: Any) -> None:
-        config = _get(event, "config") or {}
+        config = field_of(event, "config") or {}
         values = config.get("alerts") or {}
         known = {f.name for f in dataclasses.fields(AlertsConfig)}
         self.settings = AlertsConfig(**{k: v for k, v in values.items() if k in known})
@@ -129,7 +112,7 @@ class HealthMonitor:
             "format": r.get("format_weight", 0.0),
             "custom": r.get("custom_weight", 0.0) if (r.get("custom_checker") or "").strip() else 0,
         }
-        self.weights = {k: float(w) for k, w in weights.items() if _num(w) and w > 0}
+        self.weights = {k: float(w) for k, w in weights.items() if number(w) and w > 0}
 
     def _raise(self, kind: str, step: int, message: str, advice: str) -> list[Alert]:
         if kind in self.raised or self._replaying:
@@ -140,19 +123,19 @@ class HealthMonitor:
     # ------------------------------------------------------------------ rollouts
 
     def _on_rollouts(self, event: Any) -> None:
-        step = int(_get(event, "step", 0))
+        step = int(field_of(event, "step", 0))
         by_group: dict[int, list[dict]] = {}
-        for row in _get(event, "rows") or []:
+        for row in field_of(event, "rows") or []:
             by_group.setdefault(int(row.get("group", 0)), []).append(row)
         flat = right = wrong = 0
         fmt_cov = total_var = 0.0
         top = sum(self.weights.values())
         for rows in by_group.values():
-            totals = [_num(r.get("reward")) for r in rows]
+            totals = [number(r.get("reward")) for r in rows]
             scored = [t for t in totals if t is not None]
             if len(scored) >= 2 and max(scored) - min(scored) <= 1e-9:
                 flat += 1
-                acc = [_num((r.get("rewards") or {}).get("accuracy")) for r in rows]
+                acc = [number((r.get("rewards") or {}).get("accuracy")) for r in rows]
                 if "accuracy" in self.weights and all(a is not None for a in acc):
                     right += all(a >= 1.0 for a in acc)
                     wrong += all(a <= 0.0 for a in acc)
@@ -166,39 +149,24 @@ class HealthMonitor:
             del self.groups[old]
         self.spread.append((step, fmt_cov, total_var))
 
-    def _format_spread(self, rows: list[dict]) -> tuple[float, float]:
-        """This group's Σ (f − f̄)(t − t̄) for the weighted format part f and Σ (t − t̄)² for the
-        total t, over its scored answers (a part that could not score adds 0, as in the total)."""
-        w = self.weights.get("format", 0.0)
-        pairs = []
-        for r in rows:
-            total = _num(r.get("reward"))
-            if total is not None:
-                fmt = _num((r.get("rewards") or {}).get("format"))
-                pairs.append((w * (fmt or 0.0), total))
-        if len(pairs) < 2 or w <= 0:
-            return 0.0, 0.0
-        f_mean = sum(p[0] for p in pairs) / len(pairs)
-        t_mean = sum(p[1] for p in pairs) / len(pairs)
-        cov = sum((f - f_mean) * (t - t_mean) for f, t in pairs)
-        return cov, sum((t - t_mean) ** 2 for _, t in pairs)
-
     # ------------------------------------------------------------------ steps
 
     def _on_step(self, event: Any) -> list[Alert]:
-        step = int(_get(event, "step", 0))
-        m = _get(event, "metrics") or {}
+        step = int(field_of(event, "step", 0))
+        m = field_of(event, "metrics") or {}
         for name in TRACKED:
-            value = _num(m.get(name))
+            value = number(m.get(name))
             if value is not None:
                 self.series.setdefault(name, []).append((step, value))
         out: list[Alert] = []
-        out += self._no_signal(step, _num(m.get("frac_reward_zero_std")))
-        out += self._truncation(step, _num(m.get("completions/clipped_ratio")))
-        out += self._length(step, _num(m.get("completions/mean_length")))
-        out += self._spike("kl_blowup", step, _num(m.get("kl")), self.settings.kl_factor)
-        out += self._entropy(step, _num(m.get("entropy")))
-        out += self._spike("grad_spike", step, _num(m.get("grad_norm")), self.settings.grad_factor)
+        out += self._no_signal(step, number(m.get("frac_reward_zero_std")))
+        out += self._truncation(step, number(m.get("completions/clipped_ratio")))
+        out += self._length(step, number(m.get("completions/mean_length")))
+        out += self._spike("kl_blowup", step, number(m.get("kl")), self.settings.kl_factor)
+        out += self._entropy(step, number(m.get("entropy")))
+        out += self._spike(
+            "grad_spike", step, number(m.get("grad_norm")), self.settings.grad_factor
+        )
         out += self._format_dominates(step)
         return out
 
@@ -214,7 +182,7 @@ class HealthMonitor:
         counts = [self.groups.get(k) for k in range(step - n + 1, step + 1)]
         flat, right, wrong = (sum(c[i] for c in counts if c) for i in range(3))
         msg = (
-            f"For {n} steps in a row at least {_pct(s.no_signal_share)} of the groups scored every "
+            f"For {n} steps in a row at least {pct(s.no_signal_share)} of the groups scored every "
             "answer the same, so their advantages were 0 and those steps taught almost nothing."
         )
         if flat and wrong >= 0.6 * flat:
@@ -247,8 +215,8 @@ class HealthMonitor:
         return self._raise(
             "truncation",
             step,
-            f"{_pct(ratio)} of the answers at step {step} hit the length limit before finishing "
-            f"(at least {_pct(s.truncation_share)} for {n} steps): cut-off answers have no final "
+            f"{pct(ratio)} of the answers at step {step} hit the length limit before finishing "
+            f"(at least {pct(s.truncation_share)} for {n} steps): cut-off answers have no final "
             "answer, so the model cannot learn from them.",
             "Raise 'Max completion tokens' (algorithm.max_completion_length), or ask for shorter "
             "reasoning in the system prompt.",
@@ -273,7 +241,7 @@ class HealthMonitor:
             out = self._raise(
                 "length_collapse",
                 step,
-                f"Answers have shrunk to {length:.1f} tokens on average, {_pct(ratio)} of the "
+                f"Answers have shrunk to {length:.1f} tokens on average, {pct(ratio)} of the "
                 f"{base:.0f} they had over the first {s.baseline_steps} steps: the model is "
                 "learning to say (almost) nothing.",
                 "Stop and go back to an earlier checkpoint, then lower the learning rate, raise "
@@ -291,7 +259,7 @@ class HealthMonitor:
             step,
             f"Answers are now {length:.0f} tokens on average against {base:.0f} over the first "
             f"{s.baseline_steps} steps ({'longer' if longer else 'shorter'} by "
-            f"{_pct(abs(ratio - 1.0))}). If held-out accuracy is not rising with it, this is the "
+            f"{pct(abs(ratio - 1.0))}). If held-out accuracy is not rising with it, this is the "
             "loss's length bias, not learning.",
             "Compare with held-out accuracy. With the grpo loss, try Dr. GRPO or DAPO (they "
             "remove the per-answer length normalisation); a KL penalty β also holds the length."
@@ -349,77 +317,6 @@ class HealthMonitor:
             "Raise the temperature, lower the learning rate, or add a KL penalty β to keep the "
             "model exploring.",
         )
-
-    # ------------------------------------------------------------------ reward hacking
-
-    def _format_dominates(self, step: int) -> list[Alert]:
-        if len(self.spread) < SPREAD_STEPS or self.spread[-1][0] != step:
-            return []
-        cov = sum(c for _, c, _ in self.spread)
-        var = sum(v for _, _, v in self.spread)
-        if var <= 1e-12 or cov / var < self.settings.format_share:
-            return []
-        alone = set(self.weights) == {"format"}
-        return self._raise(
-            "reward_hacking",
-            step,
-            f"The format reward made {_pct(cov / var)} of the differences in reward between the "
-            f"answers of a group over the last {SPREAD_STEPS} steps"
-            + (" (it is the only reward part)" if alone else "")
-            + ": the model is taught to write the tags, not to get the answer right.",
-            "Give accuracy the largest weight and keep format small (e.g. accuracy 1.0, format "
-            "0.2) in the Reward panel, and watch held-out accuracy.",
-        )
-
-    def _on_eval(self, event: Any) -> list[Alert]:
-        acc = _num(_get(event, "accuracy"))
-        step = int(_get(event, "step", 0))
-        if acc is None:
-            return []
-        self.evals = [e for e in self.evals if e[0] < step] + [(step, acc)]
-        s = self.settings
-        if len(self.evals) < s.hack_evals:
-            return []
-        window = self.evals[-s.hack_evals :]
-        (s0, a0), (s1, a1) = window[0], window[-1]
-        rewards = self._between("reward", s0, s1)
-        if len(rewards) < 5:
-            return []
-        rise = _slope(rewards) * (s1 - s0)
-        gain = _slope(window) * (s1 - s0)  # held-out accuracy, fitted over the evaluations
-        # The part of the rise that more right training answers explain (they should show on
-        # held-out problems too, but 100 held-out problems move by ±5 points by chance alone).
-        solved = self._between("rewards/accuracy/mean", s0, s1)
-        explained = self.weights.get("accuracy", 0.0) * _slope(solved) * (s1 - s0) if solved else 0
-        scale = sum(self.weights.values()) or 1.0
-        unexplained = rise - max(explained, 0.0) >= s.hack_reward_rise * scale
-        if rise < s.hack_reward_rise * scale or gain >= s.hack_accuracy_gain:
-            return []
-        if not unexplained and gain > -s.hack_accuracy_drop:
-            return []
-        went = "fell" if gain <= -s.hack_accuracy_gain else "stayed flat"
-        return self._raise(
-            "reward_hacking",
-            step,
-            f"The training reward rose by {rise:.2f} between steps {s0} and {s1} while held-out "
-            f"accuracy {went} ({a0:.0%} → {a1:.0%} over {len(window)} evaluations): the model is "
-            "getting better at the reward, not at the problems.",
-            "Look at the rollouts for what earns the reward (tags, hedged answers), give accuracy "
-            "the largest weight, use the strict answer checker, and keep the checkpoint with the "
-            "best held-out accuracy.",
-        )
-
-    def _between(self, name: str, first: int, last: int) -> list[tuple[int, float]]:
-        return [(k, v) for k, v in self.series.get(name, []) if first < k <= last]
-
-
-def _slope(points: list[tuple[int, float]]) -> float:
-    """Least-squares slope of value over step."""
-    n = len(points)
-    mx = sum(p[0] for p in points) / n
-    my = sum(p[1] for p in points) / n
-    sxx = sum((p[0] - mx) ** 2 for p in points)
-    return sum((p[0] - mx) * (p[1] - my) for p in points) / sxx if sxx else 0.0
 
 
 def logged_events(path: str) -> list[dict]:
