@@ -201,6 +201,26 @@ def test_no_signal_on_a_real_step_names_its_all_wrong_and_all_right_groups(step)
     assert "group 1: every rollout is wrong" in text and "group 5: every rollout is right" in text
 
 
+def test_a_group_all_wrong_whose_rewards_differ_says_only_format_teaches_there(step):
+    rows, config = step
+    lab = _lab(step)
+    settings = replace(LabSettings.from_config(config), custom_weight=0.0)
+    # Group 1 got every answer wrong; with format 0.2 its rewards still differ (tags or not).
+    result = lab.compute(settings)
+    verdict = next(v for v in result.verdicts if v.title == "Only format teaches here")
+    assert verdict.kind == "reward_hacking"
+    assert "all equally wrong" in verdict.text
+    # Accuracy alone: group 1 has no spread at all, and the verdict gives way to no_signal.
+    only_accuracy = replace(settings, format_weight=0.0)
+    titles = [v.title for v in lab.compute(only_accuracy).verdicts]
+    assert "Only format teaches here" not in titles
+
+
+def test_the_builtin_group_with_right_and_wrong_answers_keeps_its_healthy_verdict():
+    result = RewardLab.with_builtin_group().compute(LabSettings(length_normalise=False, G=4))
+    assert "Only format teaches here" not in [v.title for v in result.verdicts]
+
+
 def test_an_edited_checker_runs_in_the_sandbox_once_per_completion(step):
     rows, config = step
     lab = _lab(step)

@@ -8,6 +8,8 @@ which of seed 002's failure modes the settings cause, quoting the rollouts that 
 - length_bias: with GRPO's per-sequence mean (length normalisation on) every rollout's loss is
   divided by its own length, so a short rollout's tokens get a bigger push than a long one's with
   the same advantage; Dr. GRPO divides by one constant instead.
+  With accuracy dominant it still warns when a group's rollouts are all right (or all wrong)
+  but their rewards differ: the other parts then decide every advantage of that group.
 - no_signal: a group whose rewards are all equal (all right, all wrong, every weight 0) has every
   advantage exactly 0: it teaches nothing.
 
@@ -34,9 +36,41 @@ def _n(row) -> str:
     return f"#{row.index + 1}"
 
 
+def _spread_without_accuracy(s, rows) -> Verdict | None:
+    """Groups whose rollouts are all right or all wrong, yet whose rewards still differ: the
+    other parts (format, the checker) decide every advantage there, not correctness."""
+    if s.accuracy_weight <= 0:
+        return None
+    by_group: dict = {}
+    for r in rows:
+        if r.reward is not None:
+            by_group.setdefault(r.rollout.group, []).append(r)
+    hit = []
+    for group, members in by_group.items():
+        accuracy = {r.parts.get("accuracy") for r in members}
+        rewards = [r.reward for r in members]
+        if len(accuracy) == 1 and max(rewards) - min(rewards) > 1e-9:
+            hit.append((group, accuracy.pop()))
+    if not hit:
+        return None
+    group, acc = hit[0]
+    state = "right" if acc == 1 else "wrong"
+    where = "This group's" if len(by_group) == 1 else f"{len(hit)} of {len(by_group)} groups'"
+    first = "" if len(by_group) == 1 else f" (group {group}: all {state})"
+    return Verdict(
+        "reward_hacking",
+        "Only format teaches here",
+        f"{where} rollouts are all equally {state}{first}, yet their rewards differ: every "
+        "advantage comes from the other parts (the tags, your checker), so what the model "
+        "learns from it is to emit those, not to solve the problem. Healthy while accuracy "
+        "also varies elsewhere; if most groups look like this, the problems are too hard (or too "
+        "easy) for this model, and the format reward is what it will learn.",
+    )
+
+
 def _reward_hacking(s, rows) -> Verdict | None:
     if not (s.format_weight > 0 and s.format_weight >= s.accuracy_weight):
-        return None
+        return _spread_without_accuracy(s, rows)
     wrong_tagged = [r for r in rows if r.parts.get("accuracy") == 0 and r.parts.get("format") == 1]
     right_bare = [r for r in rows if r.parts.get("accuracy") == 1 and r.parts.get("format") == 0]
     if wrong_tagged and right_bare:
