@@ -8,7 +8,7 @@ test, and still gets its explanation here. Data only, Qt-free.
 from __future__ import annotations
 
 from grpo_desktop.engine.alarm_kinds import ALARMS
-from grpo_desktop.ui.help.topics import Topic
+from grpo_desktop.ui.help.entry import Topic
 
 S = "Alarms"
 

@@ -5,7 +5,7 @@ Data only, Qt-free.
 
 from __future__ import annotations
 
-from grpo_desktop.ui.help.topics import Topic
+from grpo_desktop.ui.help.entry import Topic
 
 S = "Glossary"
 
@@ -115,10 +115,10 @@ token of the answer is made more likely. Negative: less likely. Zero: the answer
 wrong one −0.577. Rewards 1, 0, 0, 1: +1 and −1. The advantages of a group always add up to 0:
 one answer can only gain probability that others lose.
 
-Why not just reward every right answer? On a problem the model already solves 95 % of the time
-that pushes up answers that are already likely; a lucky success on a hard problem is far more
-informative, and the advantage gives it far more weight. See the [[plot-hist]] plot and
-[[advantage-scaling]]. [[lab:answer|Try it in the Lab]].
+Why not simply push up every right answer? On a problem the model already solves 95 % of the
+time, that would mostly push up answers that are already likely. A lucky success on a hard problem
+tells far more, and the advantage gives it far more weight. See the [[plot-hist]] plot and
+[[advantage-scaling]]. [[lab:answer|Try one step by hand in the Lab]].
 """,
         "advantages",
         "normalised reward",
@@ -166,7 +166,7 @@ group where every answer is wrong.
     ),
     _term(
         "no-signal",
-        "No signal (groups that teach nothing)",
+        "No signal",
         """
 A group whose answers all got the same reward has std 0, so every [[advantage]] is 0 and the
 group changes nothing. It happens on problems the model always solves (all right) and on problems
@@ -179,6 +179,7 @@ fires when it stays high. Fixes: problems at the edge of the model's ability, a 
 [[g|G]], a higher [[temperature]], *Dynamic sampling*. [[lab:signal|See which groups teach]].
 """,
         "zero std",
+        "groups that teach nothing",
         "frac_reward_zero_std",
         "same score",
         "all right",

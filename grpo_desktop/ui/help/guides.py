@@ -6,7 +6,7 @@ markup is explained in topics.py. Data only, Qt-free.
 
 from __future__ import annotations
 
-from grpo_desktop.ui.help.topics import Topic
+from grpo_desktop.ui.help.entry import Topic
 
 S = "Start here"
 

@@ -5,7 +5,7 @@ name in PlotsView (a test fails when a plot has no entry). Data only, Qt-free.
 
 from __future__ import annotations
 
-from grpo_desktop.ui.help.topics import Topic
+from grpo_desktop.ui.help.entry import Topic
 
 S = "Training plots"
 
@@ -21,15 +21,16 @@ PLOT_TOPICS = [
         """
 **What it shows.** The mean [[reward]] of all the step's answers (thick blue line), a band of ±
 the mean spread inside groups (`reward_std`), and each [[reward-parts|reward part]] on its own
-(dashed, unweighted: accuracy as the share of right answers, format as the share in the format).
+(dashed, unweighted: accuracy is the share of right answers, format the share of answers in the
+expected format).
 
 **Healthy.** The mean rises over the steps, with noise, and the band stays open: groups keep some
 spread, so there is still something to learn. The accuracy part rises with it.
 
 **Bad signs.** Reward rising while [[plot-eval]] stays flat or falls: [[reward-hacking]] — check
 which part rises (often format alone). A flat reward with a band near zero: no spread, see
-[[no-signal]]. A sudden fall, often with a [[plot-kl]] jump: the model broke; go back to a
-checkpoint and lower the learning rate.
+[[no-signal]]. A sudden fall, often with a [[plot-kl]] jump: the answers broke down (look at them
+in the Rollouts tab); go back to a checkpoint and lower the learning rate.
 """,
         "reward_std",
         "mean reward",

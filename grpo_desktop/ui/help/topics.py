@@ -16,9 +16,10 @@ from __future__ import annotations
 import html
 import re
 import sys
-from dataclasses import dataclass, field
 
 from grpo_desktop.engine.alarm_kinds import ALARMS
+from grpo_desktop.ui.help.entry import LINK as _LINK
+from grpo_desktop.ui.help.entry import Topic
 
 SECTIONS = ("Start here", "Training plots", "Alarms", "Glossary")
 HOME = "how-grpo-learns"
@@ -27,20 +28,6 @@ LAB_TABS = {  # lab: link target -> the Lab tab's title (ui/lab/window.py)
     "signal": "Which groups teach",
     "reward": "Design the reward (17 × 23)",
 }
-_LINK = re.compile(r"\[\[([^\]|]+)(?:\|([^\]]+))?\]\]")
-
-
-@dataclass(frozen=True)
-class Topic:
-    anchor: str  # stable: Help is opened on it (open_help("plot-reward"), "#alarm-no_signal")
-    title: str
-    section: str  # one of SECTIONS
-    body: str  # the tiny markup above
-    keywords: tuple[str, ...] = field(default=())  # other words a search should find it by
-
-    def links(self) -> list[str]:
-        """The targets of this entry's links ("advantage", "lab:answer")."""
-        return [m.group(1).strip() for m in _LINK.finditer(self.body)]
 
 
 def _all() -> list[Topic]:

@@ -13,8 +13,10 @@ mouse, or the focused one, or a parent) with a `help_anchor()` method — a plot
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QHBoxLayout,
+    QHeaderView,
     QLineEdit,
     QPushButton,
     QSplitter,
@@ -28,6 +30,7 @@ from PySide6.QtWidgets import (
 from grpo_desktop.ui.help.topics import HOME, LAB_TABS, TOPICS, by_section, render, search
 
 DEFAULT_SIZE = (940, 680)
+KINDS = {"Start here": "guide", "Training plots": "plot", "Alarms": "alarm", "Glossary": "term"}
 ANCHOR_ROLE = Qt.ItemDataRole.UserRole
 
 
@@ -49,6 +52,11 @@ class HelpWindow(QWidget):
         self.search_box.setToolTip("Type a word: the list keeps the entries that contain it")
         self.tree = QTreeWidget()
         self.tree.setHeaderHidden(True)
+        self.tree.setColumnCount(2)  # the title; in search results also its kind, greyed
+        header = self.tree.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
         self.tree.setMinimumWidth(220)
         self.browser = QTextBrowser()
         self.browser.setOpenLinks(False)  # links are handled here: entries, the Lab
@@ -148,9 +156,11 @@ class HelpWindow(QWidget):
             head.setFont(0, font)
             self.tree.addTopLevelItem(head)
             for anchor in anchors:
-                item = QTreeWidgetItem([TOPICS[anchor].title])
+                section = TOPICS[anchor].section
+                item = QTreeWidgetItem([TOPICS[anchor].title, KINDS[section] if hits else ""])
                 item.setData(0, ANCHOR_ROLE, anchor)
-                item.setToolTip(0, TOPICS[anchor].section)
+                item.setToolTip(0, section)
+                item.setForeground(1, QBrush(QColor("#777777")))
                 head.addChild(item)
             head.setExpanded(True)
         self.tree.blockSignals(False)
