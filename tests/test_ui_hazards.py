@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from dialogs import when_modal
 from hazards import plant_model_code, small_config, train_in_process, tree, write_session
-from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
 
 from grpo_desktop.engine.events import read_events
@@ -36,15 +37,11 @@ def answer_model_code(trust: bool, seen: list, tries: int = 400) -> None:
     """Answer the next "Run this model's code?" dialog (Trust and run / Keep off) once it is up,
     noting the files it listed in `seen`."""
 
-    def poll(left: int) -> None:
-        dialog = QApplication.activeModalWidget()
-        if isinstance(dialog, RemoteCodeDialog):
-            seen.append([dialog.files.item(i).text() for i in range(dialog.files.count())])
-            (dialog.trust_button if trust else dialog.keep_button).click()
-        elif left:
-            QTimer.singleShot(25, lambda: poll(left - 1))
+    def answer(dialog: RemoteCodeDialog) -> None:
+        seen.append([dialog.files.item(i).text() for i in range(dialog.files.count())])
+        (dialog.trust_button if trust else dialog.keep_button).click()
 
-    QTimer.singleShot(0, lambda: poll(tries))
+    when_modal(RemoteCodeDialog, answer, every_ms=25, tries=tries)
 
 
 def _shipped_session(tmp_path, micro_model_dir, marker) -> str:

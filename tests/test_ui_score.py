@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from PySide6.QtCore import Qt, QTimer
+from dialogs import when_modal
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextDocument
-from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
+from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.session.document import SessionDocument
@@ -62,16 +63,12 @@ def samples(tmp_path) -> str:
 def _answer_file_dialog(path: str, seen: list) -> None:
     """Pick `path` in the real (non-native) QFileDialog once it is up."""
 
-    def answer():
-        dialog = QApplication.activeModalWidget()
-        if not isinstance(dialog, QFileDialog):
-            QTimer.singleShot(20, answer)
-            return
+    def answer(dialog: QFileDialog) -> None:
         seen.append(dialog.windowTitle())
         dialog.selectFile(path)
         dialog.accept()
 
-    QTimer.singleShot(0, answer)
+    when_modal(QFileDialog, answer)
 
 
 def _opened_dialog(qtbot, panel) -> ScoreDialog:

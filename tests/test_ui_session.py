@@ -12,8 +12,8 @@ import sys
 
 import pytest
 from conftest import make_fake_train
-from PySide6.QtCore import QSettings, QTimer
-from PySide6.QtWidgets import QApplication
+from dialogs import when_modal
+from PySide6.QtCore import QSettings
 
 from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.session import recovery
@@ -163,16 +163,12 @@ def test_the_recovery_dialog_lists_crashed_sessions_newest_first(qtbot, make_win
         _pretend_the_window_crashed(path)
     listed = []
 
-    def answer():
-        dialog = QApplication.activeModalWidget()
-        if not isinstance(dialog, RecoveryDialog):
-            QTimer.singleShot(20, answer)
-            return
+    def answer(dialog: RecoveryDialog) -> None:
         listed.extend(dialog.list.item(i).text() for i in range(dialog.list.count()))
         dialog.list.setCurrentRow(1)
         dialog.accept()
 
-    QTimer.singleShot(0, answer)
+    when_modal(RecoveryDialog, answer)
     assert w.session.offer_crash_recovery()
     assert [t.split()[0] for t in listed] == ["b", "a"] and w.model.doc.path == paths[0]
 
@@ -237,16 +233,12 @@ def test_damaged_or_future_sessions_show_the_message_and_the_app_stays_usable(
 def _answer_trust_dialog(qtbot, trust: bool, seen: list) -> None:
     """Answer the real trust dialog once it is up, recording the code it shows."""
 
-    def answer():
-        dialog = QApplication.activeModalWidget()
-        if not isinstance(dialog, TrustDialog):
-            QTimer.singleShot(20, answer)
-            return
+    def answer(dialog: TrustDialog) -> None:
         seen.append(dialog.code.toPlainText())
         assert dialog.code.isReadOnly()
         (dialog.trust_button if trust else dialog.keep_button).click()
 
-    QTimer.singleShot(0, answer)
+    when_modal(TrustDialog, answer)
 
 
 def test_an_untrusted_checker_is_shown_and_asked_about_and_the_answer_remembered(

@@ -16,8 +16,9 @@ import textwrap
 
 import pytest
 from conftest import make_fake_train
-from PySide6.QtCore import QSettings, QTimer
-from PySide6.QtWidgets import QApplication, QMessageBox
+from dialogs import when_modal
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QMessageBox
 
 from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.session import recovery
@@ -62,11 +63,7 @@ def answer_save_question(button, seen: list, autosave: str) -> None:
     """Once the "Save changes?" box is up: record its text, its buttons and whether the
     autosave file is still on disk at that moment, then click `button`."""
 
-    def answer():
-        box = QApplication.activeModalWidget()
-        if not isinstance(box, QMessageBox):
-            QTimer.singleShot(10, answer)
-            return
+    def answer(box: QMessageBox) -> None:
         seen.append(
             {
                 "title": box.windowTitle(),
@@ -77,7 +74,7 @@ def answer_save_question(button, seen: list, autosave: str) -> None:
         )
         box.button(button).click()
 
-    QTimer.singleShot(0, answer)
+    when_modal(QMessageBox, answer, every_ms=10)
 
 
 def _edit(qtbot, w, seed: int) -> str:

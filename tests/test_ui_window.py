@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 from conftest import make_fake_train
-from PySide6.QtCore import QPointF, QSettings, Qt, QTimer
+from dialogs import answer_box
+from PySide6.QtCore import QPointF, QSettings, Qt
 
 from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.ui.app import ScriptedRun
@@ -295,23 +296,6 @@ def test_alerts_reach_a_banner_the_log_the_status_bar_and_the_history(qtbot, mak
     assert w.model.history.alerts[0]["kind"] == "checker_timeouts"
 
 
-def _answer_box(qtbot, button_text: str, seen: list) -> None:
-    from PySide6.QtWidgets import QApplication, QMessageBox
-
-    def answer():
-        box = QApplication.activeModalWidget()
-        if not isinstance(box, QMessageBox):
-            QTimer.singleShot(20, answer)
-            return
-        seen.append(box.text())
-        for b in box.buttons():
-            if b.text().replace("&", "") == button_text:
-                b.click()
-                return
-
-    QTimer.singleShot(0, answer)
-
-
 def test_start_after_a_failed_checker_test_asks_first(qtbot, make_window):
     w = make_window(steps=1)
     panel = w.reward_panel
@@ -321,10 +305,10 @@ def test_start_after_a_failed_checker_test_asks_first(qtbot, make_window):
     panel.test_checker()
     qtbot.waitUntil(lambda: panel.test_button.isEnabled(), timeout=30_000)
     seen: list = []
-    _answer_box(qtbot, "Cancel", seen)
+    answer_box("Cancel", seen)
     assert not w.start_run()
     assert seen and "failed on 5 of 5 samples" in seen[0] and w.model.state == "idle"
-    _answer_box(qtbot, "Start Anyway", seen)
+    answer_box("Start Anyway", seen)
     assert w.start_run()
     qtbot.waitUntil(lambda: w.model.state == FINISHED, timeout=10_000)
     assert len(seen) == 2
