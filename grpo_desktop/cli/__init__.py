@@ -27,7 +27,13 @@ import argparse
 import sys
 
 from grpo_desktop import __version__
-from grpo_desktop.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from grpo_desktop.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    add_settings_argument,
+    add_trust_checker_argument,
+)
 from grpo_desktop.cli.estimate import add_parser as estimate_parser
 from grpo_desktop.cli.score import add_parser as score_parser
 
@@ -65,11 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
 
     t = sub.add_parser("train", help="train headless, writing events and checkpoints to a folder")
-    t.add_argument(
-        "config",
-        nargs="?",
-        help="config JSON (see `grpo-desktop config --demo`) or a session folder (NAME.grpo)",
-    )
+    add_settings_argument(t)
     t.add_argument("--demo", action="store_true", help="train the built-in demo")
     t.add_argument("--out", help="run folder for events.jsonl, config.json and checkpoints")
     t.add_argument("--steps", type=int, help="total number of steps (overrides the config)")
@@ -81,12 +83,7 @@ def _parser() -> argparse.ArgumentParser:
         help="continue the run in DIR (a run or session folder) from its last checkpoint; "
         "after a session folder, no DIR is needed",
     )
-    t.add_argument(
-        "--trust-checker",
-        action="store_true",
-        help="allow the custom checker code in the session or config (Python that runs with "
-        "your permissions) and remember it as trusted",
-    )
+    add_trust_checker_argument(t)
     t.add_argument(
         "--trust-remote-code",
         action="store_true",

@@ -1,6 +1,7 @@
 """What every subcommand shares: exit codes, the one-paragraph error message on stderr, and the
 trust gates for code that came in a file: custom checker code (`train` and `score` ask the same
-question) and a model's own code (`train` and `eval`, with --trust-remote-code)."""
+question) and a model's own code (`train` and `eval`, with --trust-remote-code), and the
+arguments that name the settings and that trust (one wording wherever they appear)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,25 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
     print(f"grpo-desktop: {message}", file=sys.stderr)
     return code
+
+
+def add_settings_argument(parser) -> None:
+    """The optional positional settings source of `train` and `score`."""
+    parser.add_argument(
+        "config",
+        nargs="?",
+        help="config JSON (see `grpo-desktop config --demo`) or a session folder (NAME.grpo)",
+    )
+
+
+def add_trust_checker_argument(parser) -> None:
+    """--trust-checker (`train`, `score`): the switch `checker_refusal` takes as `allow`."""
+    parser.add_argument(
+        "--trust-checker",
+        action="store_true",
+        help="allow the custom checker code in the session or config (Python that runs with "
+        "your permissions) and remember it as trusted",
+    )
 
 
 class Usage(Exception):

@@ -19,7 +19,14 @@ import sys
 import tempfile
 import traceback
 
-from grpo_desktop.cli.common import EXIT_FAILED, EXIT_OK, checker_refusal, fail
+from grpo_desktop.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_settings_argument,
+    add_trust_checker_argument,
+    checker_refusal,
+    fail,
+)
 
 HELP = (
     "Score sample completions with a config's rewards before training (a silently broken reward "
@@ -40,11 +47,7 @@ def add_parser(sub) -> None:
         help="score a JSONL file of sample completions with a config's rewards",
         description=HELP,
     )
-    s.add_argument(
-        "config",
-        nargs="?",
-        help="config JSON (see `grpo-desktop config --demo`) or a session folder (NAME.grpo)",
-    )
+    add_settings_argument(s)
     s.add_argument("--demo", action="store_true", help="the built-in demo's rewards")
     s.add_argument(
         "--input", required=True, metavar="FILE.jsonl", help="the samples, one JSON object a line"
@@ -52,12 +55,7 @@ def add_parser(sub) -> None:
     s.add_argument(
         "--output", metavar="OUT.jsonl", help="write the scores here (default: standard output)"
     )
-    s.add_argument(
-        "--trust-checker",
-        action="store_true",
-        help="allow the custom checker code in the session or config (Python that runs with "
-        "your permissions) and remember it as trusted",
-    )
+    add_trust_checker_argument(s)
 
 
 def _load_config(args):
