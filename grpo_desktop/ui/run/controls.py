@@ -14,6 +14,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QLabel, QProgressBar, QStyle, QWidget
 
+from grpo_desktop.ui.common.slots import connect_slots
 from grpo_desktop.ui.run.worker import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -100,12 +101,16 @@ class RunControls(QObject):
         self.start_over_action.triggered.connect(self.start_over_requested)
         self.pause_action.triggered.connect(self._on_pause_triggered)
         self.stop_action.triggered.connect(model.stop)
-        model.state_changed.connect(self._on_model_state_changed)
-        model.run_started.connect(self._on_model_run_started)
-        model.step_finished.connect(self._on_model_step_finished)
-        model.pause_reached.connect(self._on_model_pause_reached)
-        model.session_replaced.connect(self._on_model_session_replaced)
-        model.config_changed.connect(self._on_model_config_changed)
+        connect_slots(
+            model,
+            self,
+            "state_changed",
+            "run_started",
+            "step_finished",
+            "pause_reached",
+            "session_replaced",
+            "config_changed",
+        )
         model.config_replaced.connect(self.update_start_action)
         self._on_model_session_replaced()
 

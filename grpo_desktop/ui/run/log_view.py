@@ -9,6 +9,8 @@ import time
 
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
+from grpo_desktop.ui.common.slots import connect_slots
+
 COLORS = {"info": "#1f5fa8", "warning": "#b26a00", "error": "#b3261e", "plain": "#333333"}
 MAX_LINES = 5000
 
@@ -23,13 +25,17 @@ class LogView(QPlainTextEdit):
             "Messages from the run appear here: held-out accuracy, hints about what the model is "
             "learning (or why it is not), warnings and checkpoints."
         )
-        model.run_started.connect(self._on_model_run_started)
-        model.session_replaced.connect(self._on_model_session_replaced)
-        model.log_added.connect(self._on_model_log_added)
-        model.alert_raised.connect(self._on_model_alert_raised)
-        model.eval_finished.connect(self._on_model_eval_finished)
-        model.checkpoint_saved.connect(self._on_model_checkpoint_saved)
-        model.run_finished.connect(self._on_model_run_finished)
+        connect_slots(
+            model,
+            self,
+            "run_started",
+            "session_replaced",
+            "log_added",
+            "alert_raised",
+            "eval_finished",
+            "checkpoint_saved",
+            "run_finished",
+        )
 
     def add(self, text: str, kind: str = "plain") -> None:
         stamp = time.strftime("%H:%M:%S")
