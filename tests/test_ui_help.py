@@ -127,6 +127,17 @@ def test_f1_over_a_plot_opens_that_plot(w, qtbot):
     QTest.keyClick(canvas.viewport(), Qt.Key.Key_F1)
     qtbot.waitUntil(lambda: w._help is not None and w._help.isVisible(), timeout=2000)
     assert w._help.current == "plot-entropy"
+    QApplication.sendEvent(canvas.viewport(), QEvent(QEvent.Type.Leave))
+    assert view.help_anchor() is None  # the mouse left the plots: F1 no longer means Entropy
+
+
+def test_a_saved_plot_has_no_help_link_and_the_title_keeps_it(w, tmp_path):
+    view = w.plots
+    path = view.export_plot(view.plots["kl"].plot, "KL", "svg", str(tmp_path / "kl.svg"))
+    with open(path, encoding="utf-8") as f:
+        svg = f.read()
+    assert ">KL" in svg and "\xa0?\xa0" not in svg  # the title as text, without the "?"
+    assert "help:plot-kl" in view.plots["kl"].plot.titleLabel.item.toHtml()  # back after saving
 
 
 def test_search_links_back_and_the_lab(w, qtbot):

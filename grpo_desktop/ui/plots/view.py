@@ -294,7 +294,7 @@ class PlotsView(QWidget):
         self.markers = AlarmMarkers(self.plots)  # a dashed line at each alert's step
         titled = {plot_anchor(n): sp.plot for n, sp in self.plots.items()}
         titled[plot_anchor("hist")] = self.hist_plot
-        self.help_links = PlotHelpLinks(titled, self.canvas.scene(), self)  # "?" in each title
+        self.help_links = PlotHelpLinks(titled, self.canvas, self)  # a "?" in each title
         for plot in [sp.plot for sp in self.plots.values()] + [self.hist_plot]:
             cache_static(plot)
         for row in range(PLOT_ROWS):
@@ -540,7 +540,7 @@ class PlotsView(QWidget):
         for cursor, _ in cursors:
             cursor.setVisible(False)  # the hover line is not part of the picture
         try:
-            with uncached(self.canvas.scene()):
+            with uncached(self.canvas.scene()), self.help_links.hidden():  # no "?" in a file
                 render_plot(self.canvas.scene(), item, title, kind, path)
         finally:
             for cursor, visible in cursors:
