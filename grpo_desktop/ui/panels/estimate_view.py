@@ -332,10 +332,21 @@ class EstimateView(QWidget):
         room = self.parentWidget().height()  # the scroll area's viewport (or the dock's inside)
         cap = int(MAX_SHARE * window.centralWidget().height())
         target = min(need, cap) if cap > 0 else need
-        if need > 0 and abs(target - room) > 1:
+        if need > 0 and not target <= room <= target + 3:
             self._fit_tries += 1  # the dock may land a few pixels off: look again once laid out
-            extra = dock.height() - room  # title bar and frame
-            window.resizeDocks([dock], [target + extra], Qt.Orientation.Vertical)
+            height = target + 2 + dock.height() - room  # plus the title bar and frame
+            # Qt resizes one dock of a column reliably only when told its neighbours' sizes too
+            area = window.dockWidgetArea(dock)
+            others = [
+                d
+                for d in window.findChildren(QDockWidget)
+                if d is not dock and d.isVisible() and not d.isFloating()
+                and window.dockWidgetArea(d) == area
+            ]  # fmt: skip
+            rest = sum(d.height() for d in others) + dock.height() - height
+            sizes = [max(1, rest * d.height() // max(1, sum(o.height() for o in others)))
+                     for d in others]  # fmt: skip
+            window.resizeDocks([dock, *others], [height, *sizes], Qt.Orientation.Vertical)
             QTimer.singleShot(0, self, self._fit_height)
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
