@@ -63,7 +63,7 @@ WHAT_TO_DO = {  # kind: (where to look, what usually helps), in the markup of to
         "learning rate and keep clipping at 1.0.",
     ),
     "checker_errors": (
-        "[[plot-truncated]] (red) and, in the Rollouts tab, the error column of the answers.",
+        "[[plot-truncated]] (red) and, in the Rollouts tab, the *Checker error* column.",
         "Open the Reward panel and press *Test checker*: it runs your checker on the latest answers "
         "and shows each error. Make it return None (could not score) rather than raise on answers "
         "it cannot read.",

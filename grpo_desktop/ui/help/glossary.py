@@ -81,7 +81,7 @@ much, writing the tags becomes the cheapest win ([[reward-hacking]]).
         "format",
         "Format reward",
         """
-A small bonus (1 before its weight) for answers that put the reasoning in `<think>…</think>` and
+A small bonus (1 or 0, before its weight) for answers that put the reasoning in `<think>…</think>` and
 the final answer in `<answer>…</answer>`. It teaches a readable structure that the accuracy
 checker can find; it says nothing about being right. Weight it well below accuracy (0.2 against
 1.0).
@@ -143,7 +143,7 @@ baseline gets a positive [[advantage]], one below it a negative one.
         """
 The spread of a group's rewards. GRPO divides each answer's reward minus the mean by it, which
 puts every problem on the same scale: a single success on a hard problem (1 of 4 right) gets +1.73,
-a single failure on an easy one −1.73. *Standard deviation* chooses population (÷ G, as the
+a single failure on an easy one (3 of 4 right) −1.73. *Standard deviation* chooses population (÷ G, as the
 lessons and DeepSeekMath) or sample (÷ (G − 1), as TRL): with rewards 1, 0, 0, 0 that gives
 +1.732 or +1.500. When the std is 0 every answer scored the same: [[no-signal]].
 """,
@@ -157,7 +157,7 @@ lessons and DeepSeekMath) or sample (÷ (G − 1), as TRL): with rewards 1, 0, 0
         """
 What the reward minus the group mean is divided by (*Advantage scaling*): **group** — the
 group's own [[std|standard deviation]] (GRPO); **batch** — one std over the whole step; **none** — nothing, so
-advantages keep the reward's units (Dr. GRPO, see [[dr-grpo]]). Scaling by the group std makes
+advantages keep the reward's units (as [[dr-grpo]] does). Scaling by the group std makes
 rare successes count more but also magnifies tiny differences, such as a format bonus in a
 group where every answer is wrong.
 """,
@@ -205,7 +205,7 @@ it. A KL penalty slows [[reward-hacking]]; it does not prevent it.
         "reference-model",
         "Reference model",
         """
-The model as it was when training started, which [[kl]] is measured against. With [[lora]] it
+The model as it was when training started, which [[kl|KL]] is measured against. With [[lora]] it
 costs no extra memory: it is the same model with the adapter switched off. With β = 0 it is not
 used at all.
 """,
@@ -244,7 +244,7 @@ default) is scaled down to it, so a rare huge update cannot wreck the model. The
 How uncertain the model is about its next token, averaged over the answers' tokens: high when many
 tokens are plausible, near 0 when it is sure. GRPO needs answers in a group to differ, so it needs
 some entropy. A slow fall is normal; a collapse means answers become identical and learning stops
-([[alarm-entropy_collapse]], [[plot-entropy]]).
+(the [[alarm-entropy_collapse|alarm]], the [[plot-entropy|plot]]).
 """,
         "exploration",
         "uncertainty",
@@ -285,7 +285,7 @@ With the original grpo loss each answer's token losses are averaged over its len
 token of answer i carries A ÷ length. A long wrong answer spreads its penalty thinly: it is
 punished less per token than a short wrong one, and answers drift longer without getting better.
 The flip side: a short right answer gets a bigger push per token than a long right one. Watch
-[[plot-length]] against [[plot-eval]]; the [[alarm-length_drift]] alarm fires when length moves by
+the [[plot-length|Length plot]] against [[plot-eval|held-out accuracy]]; the [[alarm-length_drift]] alarm fires when length moves by
 half. [[dr-grpo]] removes it. [[lab:reward|See the per-token push in the Lab]].
 """,
         "length normalisation",
@@ -310,8 +310,8 @@ per-answer length normalisation (each token's loss is divided by a constant, ans
         """
 An answer that reaches *Max completion tokens* is cut off there. It usually has no final answer,
 so it scores 0 however good its reasoning, and the model never sees how a good answer ends. A few
-are normal; when most answers are cut off the run learns almost nothing ([[plot-truncated]],
-[[alarm-truncation]]). *Mask truncated* leaves them out of the loss instead.
+are normal; when most answers are cut off the run learns almost nothing (the [[plot-truncated|Truncated plot]],
+the [[alarm-truncation|Answers cut off alarm]]). *Mask truncated* leaves them out of the loss instead.
 """,
         "cut off",
         "clipped",
@@ -324,7 +324,7 @@ are normal; when most answers are cut off the run learns almost nothing ([[plot-
 The share of problems the model gets right among problems it never trains on (*Held-out
 problems*), answered greedily and checked every few steps (*Evaluate every*). It is the side
 evaluation the reward cannot game: training reward measures what you reward, held-out accuracy
-what you want. 100 problems wobble by about 5 points. See [[plot-eval]].
+what you want. 100 problems wobble by about 5 points. See the [[plot-eval|Held-out accuracy plot]].
 """,
         "eval",
         "evaluation",
@@ -339,7 +339,7 @@ The model raises its reward without getting better at the task, by exploiting wh
 pays for: writing the tags without the right number, hedging ("398 or 408") past a lenient
 checker. Sign: [[plot-reward]] up while [[plot-eval]] is flat or down. Prevention: accuracy
 weighted far above format, a strict checker, and a held-out set you trust over the reward
-([[alarm-reward_hacking]]). [[lab:answer|Watch a hedge take over in the Lab]] (the sloppy checker,
+(the [[alarm-reward_hacking|reward-hacking alarm]]). [[lab:answer|Watch a hedge take over in the Lab]] (the sloppy checker,
 a weaker starting model).
 """,
         "hack",

@@ -92,7 +92,7 @@ with [[advantage-scaling|scaling]] "none" mean large rewards: consider scaling b
         "heat",
         "Advantages by step",
         """
-**What it shows.** The [[plot-hist]] of every step side by side: each column is one step, darker
+**What it shows.** The [[plot-hist|advantage histogram]] of every step side by side: each column is one step, darker
 cells hold more answers. Click a column to open that step's answers.
 
 **Healthy.** Dark cells above and below 0 all along the run.
@@ -113,7 +113,8 @@ as a band.
 to reason may write a bit more).
 
 **Bad signs.** Length growing steadily while accuracy is flat: the [[length-bias]] of the grpo
-loss ([[alarm-length_drift|alarm]]). Length shrinking toward nothing: [[alarm-length_collapse]]. The
+loss (the [[alarm-length_drift]] alarm). Length shrinking toward nothing: the
+[[alarm-length_collapse]] alarm. The
 longest answers pinned at the limit: see [[plot-truncated]].
 """,
         "completion length",
@@ -130,8 +131,8 @@ checker, the share of answers it failed on (raised an error, hung or returned no
 **Healthy.** Orange near 0; red at 0.
 
 **Bad signs.** Orange above about half: answers have no final answer to score, so learning starves
-([[alarm-truncation]]) — raise *Max completion tokens* or ask for shorter reasoning. Any red:
-your checker has a bug ([[alarm-checker_errors]]); *Test checker* in the Reward panel shows the
+(the [[alarm-truncation]] alarm) — raise *Max completion tokens* or ask for shorter reasoning. Any red:
+your checker has a bug (the [[alarm-checker_errors]] alarm); *Test checker* in the Reward panel shows the
 error.
 """,
         "clipped_ratio",
@@ -148,7 +149,7 @@ says there is nothing to draw.
 
 **Healthy.** Starts at 0 and rises slowly and smoothly: the model is changing, on a leash.
 
-**Bad signs.** A sudden jump far above its usual level ([[alarm-kl_blowup]]): often before
+**Bad signs.** A sudden jump far above its usual level (the [[alarm-kl_blowup]] alarm): often before
 gibberish or a collapse. Lower the learning rate or raise β.
 """,
         "divergence",
@@ -158,8 +159,8 @@ gibberish or a collapse. Lower the learning rate or raise β.
         "loss",
         "Loss",
         """
-**What it shows.** The GRPO [[loss|loss]] of each step: the advantage-weighted log-probabilities,
-plus β × KL when β is above 0.
+**What it shows.** The GRPO [[loss|loss]] of each step: minus each token's log-probability
+weighted by its answer's advantage, plus β × KL when β is above 0.
 
 **Healthy.** Hovering near 0, noisily. That is normal: a group's advantages add up to zero, so
 with one update per batch the policy part is about 0 whatever the model learns. Do not expect it to
@@ -179,7 +180,7 @@ tokens ([[entropy]]). High: many tokens are plausible. Low: the model is nearly 
 
 **Healthy.** A slow decline as the model becomes surer of good answers.
 
-**Bad signs.** A fast drop far below where it started ([[alarm-entropy_collapse]]): the answers in
+**Bad signs.** A fast drop far below where it started (the [[alarm-entropy_collapse]] alarm): the answers in
 a group become identical, groups lose their spread and learning stops. Raise the
 [[temperature]], lower the learning rate or add a KL penalty.
 """,
@@ -211,7 +212,7 @@ spikes, a lower learning rate is the first thing to try.
 are those steps.
 
 **Bad signs.** One spike far above the usual level is usually harmless with clipping on;
-repeated spikes mean unstable training ([[alarm-grad_spike]]): lower the learning rate and keep
+repeated spikes mean unstable training (the [[alarm-grad_spike]] alarm): lower the learning rate and keep
 clipping at 1.0.
 """,
         "gradient",
