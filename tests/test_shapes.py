@@ -148,3 +148,24 @@ def test_command_line_builds_a_folder(tmp_path):
     assert proc.stdout.strip() == str(out)
     assert json.loads((out / "config.json").read_text(encoding="utf-8"))["num_hidden_layers"] == 2
     assert (out / "model.safetensors").stat().st_size < 80e6  # bfloat16: 34M parameters × 2 B
+
+
+def test_qwen_1_5b_shape_at_full_depth_has_the_real_parameter_count():
+    """bench/gpu.py --all builds it at 28 layers. Counted on the meta device (nothing allocated):
+    151,936 × 1536 tied embedding = 233,373,696, plus 28 layers of 46,797,824 (attention 5,507,072
+    with q/k/v biases, MLP 3 × 1536 × 8960 = 41,287,680, two norms 3,072) = 1,310,339,072, plus
+    the final norm 1536: 1,543,714,304, Qwen2.5-1.5B's own count."""
+    import pytest
+    from transformers.initialization import no_init_weights
+
+    from grpo_desktop.engine.shapes import MAX_LAYERS, SHAPES, build_shaped, model_config
+
+    config = model_config(SHAPES["qwen2.5-1.5b-shaped"], layers=28)
+    with torch.device("meta"), no_init_weights():  # initialising meta tensors alone takes 4 s
+        model = AutoModelForCausalLM.from_config(config)
+    model.tie_weights()  # as build_shaped does: skipped with the init
+    assert sum(p.numel() for p in model.parameters()) == 1_543_714_304
+    assert config.tie_word_embeddings and config.hidden_size == 1536
+    assert (config.num_attention_heads, config.num_key_value_heads) == (12, 2)
+    with pytest.raises(ValueError, match=f"layers must be 1 to {MAX_LAYERS}"):
+        build_shaped("/nonexistent", "qwen2.5-1.5b-shaped", layers=MAX_LAYERS + 1)
