@@ -206,6 +206,14 @@ def test_fit_status_and_number_formats():
     assert [format_bytes(n) for n in (3.24e9, 412e6, 1.5e6, 96e3)] == [
         "3.2 GB", "412 MB", "1.5 MB", "96 KB"
     ]  # fmt: skip
+    assert estimate_text.short_name("/home/me/models/llama-1b/") == "llama-1b"
+    assert estimate_text.short_name("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert estimate_text.one_line(ValueError("No config.json in /x.\nDetails")) == (
+        "No config.json in /x."
+    )
+    assert estimate_text.one_line(KeyError("vocab_size")) == (
+        "the estimate failed (KeyError: 'vocab_size')"
+    )
     assert [format_count(n) for n in (1_235_814_400, 494_032_768, 1_595_136, 51_000)] == [
         "1.24 B", "494 M", "1.6 M", "51 K"
     ]  # fmt: skip

@@ -9,6 +9,7 @@ Qt-free and engine-free (plain dicts in, strings out), so it is tested on its ow
 from __future__ import annotations
 
 import html
+import os
 from typing import Any
 
 # (key in the estimate's "memory", label, what it is in hobbyist words): the legend's parts
@@ -126,14 +127,26 @@ def seconds_text(value: float) -> str:
 
 
 def short_name(name: str) -> str:
-    """The last two parts of a path or hub id."""
-    parts = str(name).rstrip("/").split("/")
-    return "/".join(parts[-2:]) if len(parts) > 1 else str(name)
+    """A hub id as it is ('Qwen/Qwen2.5-0.5B-Instruct'), a folder by its last part."""
+    name = str(name).rstrip("/")
+    if os.path.isabs(os.path.expanduser(name)) or name.startswith("."):
+        return os.path.basename(name) or name
+    return name
+
+
+# Errors whose message alone does not say what went wrong ("'vocab_size'" for a KeyError).
+BARE_ERRORS = (KeyError, AttributeError, TypeError, IndexError, ZeroDivisionError)
 
 
 def one_line(error: Exception) -> str:
+    """The error's first line; for a bare programming error, its kind too."""
     lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+    first = lines[0] if lines else ""
+    if not first:
+        return f"the estimate failed ({type(error).__name__})"
+    if isinstance(error, BARE_ERRORS):
+        return f"the estimate failed ({type(error).__name__}: {first})"
+    return first
 
 
 def summary(r: dict) -> tuple[str, str]:

@@ -139,8 +139,8 @@ class EstimateView(QWidget):
 
         model.config_changed.connect(self._on_model_config_changed)
         model.config_replaced.connect(self._on_model_config_replaced)
-        model.session_replaced.connect(self._on_model_config_replaced)
-        model.device_info_changed.connect(self._on_model_config_replaced)
+        # (a loaded session also says config_replaced; the device probe's answer changes
+        # nothing here: the estimate asks torch for the device itself)
         model.state_changed.connect(self._on_model_state_changed)
         self._show_nothing(NO_MODEL if not self._model_name() else "Not estimated yet.")
 
