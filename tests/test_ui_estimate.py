@@ -245,3 +245,10 @@ def test_the_peak_holds_one_phase_and_advice_skips_4bit_on_the_cpu():
         estimate_text.advice({**r, "device": {"kind": "cuda", "free_bytes": 500e6}})[0] == four_bit
     )
     assert estimate_text.advice({**r, "fits": True, "headroom_bytes": 400e6}) == []
+    # On a GPU the verdict speaks of GPU memory; 650 - 600 = 50 MB left is under 10 % of the
+    # 650 MB free: tight.
+    gpu = {**r, "fits": True, "headroom_bytes": 50e6,
+           "device": {"kind": "cuda", "name": "RTX 3060", "free_bytes": 650e6}}  # fmt: skip
+    text, lines = estimate_text.verdict(gpu)
+    assert "Needs ≈ 600 MB of 650 MB free GPU memory" in text and ">tight<" in text
+    assert lines[0].startswith("On RTX 3060")
