@@ -103,22 +103,40 @@ def measure(name: str, sections: dict) -> dict:
 
 
 def estimate(sections: dict) -> dict:
+    """The estimate as a user gets it now: free RAM and the CPU's speed measured afresh (the
+    machine's load changes between runs)."""
+    from grpo_desktop.engine import estimate as module
     from grpo_desktop.engine.config import TrainConfig
     from grpo_desktop.engine.estimate import estimate_run
+
+    module._cpu_speed = None
 
     return estimate_run(TrainConfig().replace(**sections), device="cpu")
 
 
-def baseline() -> float:
-    """Peak RSS (MiB) of a process that imports what a run imports and loads nothing."""
-    code = (
-        "import resource, torch, transformers, peft\n"
-        "from transformers import Qwen2ForCausalLM, LlamaForCausalLM, PreTrainedTokenizerFast\n"
-        "import grpo_desktop.engine.trainer, grpo_desktop.engine.modeling\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
-    )
+BASELINE = (
+    "import resource, sys, torch, transformers, peft\n"
+    "from transformers import Qwen2ForCausalLM, LlamaForCausalLM, PreTrainedTokenizerFast\n"
+    "import grpo_desktop.engine.trainer, grpo_desktop.engine.modeling\n"
+    "if sys.argv[1] == 'bnb':\n"
+    "    import bitsandbytes as bnb\n"
+    "    kw = {'quant_type': 'nf4'}\n"
+    "    lin = bnb.nn.Linear4bit(896, 4864, bias=False, compute_dtype=torch.float32, **kw)\n"
+    "    lin.weight = bnb.nn.Params4bit(torch.randn(4864, 896), requires_grad=False, **kw)\n"
+    "    lin.weight = lin.weight._quantize('cpu')\n"
+    "    x = torch.randn(64, 896, requires_grad=True)\n"
+    "    lin(x).sum().backward()\n"
+    "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
+)
+
+
+def baseline(kind: str = "plain") -> float:
+    """Peak RSS (MiB) of a process that imports what a run imports and loads nothing; with
+    kind "bnb" also one bitsandbytes 4-bit layer's forward and backward (a 17 MiB weight)."""
     env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", BASELINE, kind], env=env, capture_output=True, text=True
+    )
     return float(proc.stdout.strip().splitlines()[-1])
 
 
@@ -179,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--verbose", action="store_true", help="also print each estimate's parts")
     args = p.parse_args(argv)
     if args.baseline:
-        print(f"baseline peak RSS: {baseline():.0f} MiB")
+        print(f"baseline peak RSS: {baseline():.0f} MiB imports only, "
+              f"{baseline('bnb'):.0f} MiB with a bitsandbytes 4-bit layer")  # fmt: skip
         return 0
     saved = {}
     if args.source:
@@ -190,8 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         if name not in SHAPES:
             raise SystemExit(f"unknown shape {name}: choose from {', '.join(SHAPES)}")
         sections = spec(name)
+        est = estimate(sections)  # just before the run, at the load it will see
         measured = saved[name]["measured"] if name in saved else measure(name, sections)
-        est = estimate(sections)
         rows.append(row(name, sections, measured, est))
         records.append({"shape": name, "sections": sections, "measured": measured, "estimate": est})
         if args.json:  # after every shape, so a later failure keeps the earlier ones

@@ -87,10 +87,16 @@ def test_the_parts_add_up_to_the_total(demo_estimate):
     m = r["memory"]
     training = m["activations"] + m["logits"]
     sampling = m["kv_cache"] + m["sampling_other"]
-    # total = what stays all run + the larger phase (the sampling cache is freed before training)
+    # total = what stays all run + the largest phase (the sampling cache is freed before the
+    # passes, their activations before the optimizer steps)
     assert m["total"] == m["overhead"] + m["weights"] + m["adapters_optimizer"] + max(
-        training, sampling
+        training, sampling, m["optimizer_step"]
     )
+    assert m["phases"] == {
+        "training": training,
+        "sampling": sampling,
+        "optimizer": m["optimizer_step"],
+    }
     assert m["weights"] == sum(m["weights_detail"].values())
     assert m["needed"] == m["total"] + m["outside_total"]
     assert r["headroom_bytes"] == r["device"]["free_bytes"] - m["needed"]
@@ -170,10 +176,11 @@ def test_short_memory_gets_advice_that_fits_when_applied(qwen_config_dir):
     fixed = _est(cfg.replace(**best["change"]), free)
     assert fixed["fits"] is True
     assert fixed["memory"]["needed"] == best["needed"]
-    # Ordered by the memory each change leaves.
+    # Ordered by the memory each change leaves; every one names a setting.
     assert [a["needed"] for a in r["advice_detail"]] == sorted(
         a["needed"] for a in r["advice_detail"]
     )
+    assert all(a["setting"] and a["change"] for a in r["advice_detail"])
 
 
 def test_unknown_free_memory_means_fits_unknown(micro_model_dir):
@@ -226,7 +233,7 @@ def test_cli_corrupt_config_and_unknown_model_in_process(tmp_path, capsys):
     assert len(out) == 1 and json.loads(out[0])["model"]["params"] == 1_595_136
     assert main(["estimate", "--demo", "--free-gb", "0.1"]) == 0  # the table, with advice
     table = capsys.readouterr().out
-    assert "Fits?      NO" in table and "To make it fit:" in table
+    assert "Fits?      NO" in table and "No single setting brings it under" in table
 
     corrupt = tmp_path / "corrupt.json"
     corrupt.write_text("{not json", encoding="utf-8")

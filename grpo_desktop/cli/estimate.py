@@ -90,7 +90,7 @@ def table(r: dict) -> str:
         f"({m['layers']} layers, hidden {m['hidden']}, vocabulary {m['vocab']:,})",
         f"Device     {dev['name']} ({dev['kind']}), "
         + (f"{gb(dev['free_bytes'])} free" if dev["free_bytes"] is not None else "free unknown"),
-        "Memory at the peak (" + mem["peak_phase"] + "):",
+        f"Memory at the peak (the {mem['peak_phase']} phase; the phases' parts are not added):",
     ]
     detail = ", ".join(f"{k} {gb(v)}" for k, v in mem["weights_detail"].items())
     parts = [
@@ -100,6 +100,7 @@ def table(r: dict) -> str:
         ("logits", gb(mem["logits"])),
         ("sampling KV cache", gb(mem["kv_cache"])),
         ("sampling, other", gb(mem["sampling_other"])),
+        ("optimizer step", gb(mem["optimizer_step"])),
         ("overhead", gb(mem["overhead"])),
         ("total", gb(mem["total"])),
     ]

@@ -367,6 +367,8 @@ def _notes(dev: Device, mem: dict, s: Settings, how: str, fits: bool | None) -> 
         notes.append(f"{s.quant} on the CPU runs bitsandbytes' slow CPU kernels.")
     if mem["peak_phase"] == "sampling":
         notes.append("The peak comes while sampling (the key/value cache of all B·G rows).")
+    elif mem["peak_phase"] == "optimizer":
+        notes.append("The peak comes while the optimizer steps (AdamW's temporaries).")
     name = DTYPE_NAMES.get(s.dtype, s.dtype)
     notes.append(f"Compute precision {name}; prompts {s.prompt_tokens} tokens, completions "
                  f"{s.completion_tokens}.")  # fmt: skip

@@ -108,7 +108,8 @@ def candidates(s: Settings) -> list[tuple[str, Settings, dict]]:
 
 def advise(shape: ModelShape, p: Params, s: Settings, dev: Device, needed: int) -> list[dict]:
     """The changes that lower the memory needed below `needed` (the run's as set), each
-    {"text", "setting", "change", "needed", "fits"}, ordered by the memory needed after it."""
+    {"text", "setting", "change", "needed", "fits"}, ordered by the memory needed after it; when
+    none fits the free memory, a last entry says so (setting None, change {})."""
     out = []
     for what, changed, change in candidates(s):
         after = memory(shape, p, changed, dev)["needed"]
@@ -128,4 +129,17 @@ def advise(shape: ModelShape, p: Params, s: Settings, dev: Device, needed: int) 
             }
         )
     out.sort(key=lambda a: a["needed"])
+    if dev.free_bytes is not None and not any(a["fits"] for a in out) and needed > dev.free_bytes:
+        floor = min([a["needed"] for a in out] + [needed])
+        out.append(
+            {
+                "text": f"No single setting brings it under the {gb(dev.free_bytes)} free (the "
+                f"least is about {gb(floor)}): close other programs, combine the changes above, "
+                "or choose a smaller model.",
+                "setting": None,
+                "change": {},
+                "needed": int(floor),
+                "fits": False,
+            }
+        )
     return out

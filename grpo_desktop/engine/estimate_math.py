@@ -6,7 +6,8 @@ calls `estimate` here. Torch-free, so the settings side can recompute it as sett
 Peak memory of a run is modelled as what stays for the whole run plus the larger of its two
 phases (the sampling phase's memory is freed before the training passes start):
     total = overhead + weights + adapters_optimizer + max(activations + logits,
-                                                          kv_cache + sampling_other)
+                                                          kv_cache + sampling_other,
+                                                          optimizer_step)
 - weights: the model as loaded (engine/modeling.py): 4-bit NF4 (½ byte a weight plus its
   absmax) or 8-bit decoder projections with everything else in the compute dtype (QLoRA keeps
   embeddings, norms and head there); float32 master weights for full fine-tuning in a half
@@ -20,6 +21,7 @@ phases (the sampling phase's memory is freed before the training passes start):
 - kv_cache: keys and values of all B·G rows over prompt + completion (the CPU's lean decoder
   keeps the prefill's cache beside its buffers); sampling_other: the sampled rows' float32 logits
   (a few copies), the prefill's activations and, with LoRA on the CPU, the merged weights.
+- optimizer_step: AdamW's temporaries while it updates the weights (after the passes).
 - overhead: on the CPU the process itself (Python, torch, transformers, the app: measured peak RSS
   of a process that only imports them) plus a share of the dynamic memory the allocator keeps;
   on CUDA the cuBLAS workspace and rounding, while the CUDA context and torch's cache (outside
@@ -57,6 +59,9 @@ CHUNK_ELEMENTS = 2**24  # the fused head's logits per chunk (engine/fused_head.p
 # reward checkers, tokenizer and data code and starts torch's threads. The latter, less the
 # demo's own ~28 MiB, is what every run pays.
 CPU_BASELINE_BYTES = 560 * MiB
+# bitsandbytes on the CPU: its library and buffers after one 4-bit forward and backward, beyond
+# the weights (bench/estimate.py --baseline: 438 → 524 MiB with a 17 MiB weight, so ≈ 70 MiB).
+BNB_CPU_RUNTIME_BYTES = 70 * MiB
 CPU_ALLOCATOR_SHARE = 0.05  # of the dynamic memory: what the C heap keeps after frees
 CUDA_WORKSPACE_BYTES = 32 * MiB  # cuBLAS workspace (inside the caching allocator)
 CUDA_CONTEXT_BYTES = 600 * MiB  # CUDA context and kernels: not in max_memory_allocated
@@ -67,7 +72,10 @@ TIGHT_SHARE = 0.10  # headroom below this share of the free memory is "tight"
 # host work per decoded token and layer (CPU: in matmul FLOP-equivalents, so it scales with
 # the measured rate; CUDA: seconds), and bitsandbytes' unpacking per quantized weight and pass.
 HOST_PER_TOKEN_LAYER = {"cpu": 4e8, "cuda": 0.8e-3}
-DEQUANT_PER_WEIGHT = {"cpu": 20.0, "cuda": 0.0}
+# bitsandbytes' 4/8-bit layers per quantized weight: a decode step's few-row product through
+# its CPU kernel (0.5B-shaped QLoRA: generation 2.5× LoRA's), and a training pass's unpacking.
+DECODE_QUANT_PER_WEIGHT = {"cpu": 1000.0, "cuda": 0.0}
+PASS_QUANT_PER_WEIGHT = {"cpu": 20.0, "cuda": 0.0}
 DECODE_SHARE = 0.25  # of the measured product rate, for a decode step's few-row CPU products
 WIDE = 1024  # hidden size from which CPU products reach the measured rate
 DTYPE_NAMES = {"float32": "float32", "bfloat16": "bf16", "float16": "fp16"}
@@ -172,6 +180,18 @@ def optimizer_bytes(p: Params, s: Settings) -> int:
     if s.lora:
         return p.lora * (4 + 4 + 8)
     return p.total * 3 * 4  # float32 (master) weights: float32 gradients and moments
+
+
+def optimizer_step_bytes(shape: ModelShape, p: Params, s: Settings, device_kind: str) -> int:
+    """AdamW's temporaries while it steps (activations are gone by then, gradients are not): on
+    CUDA the multi-tensor update takes the square root of every second moment at once (4 bytes a
+    trainable weight); on the CPU it goes tensor by tensor, one temporary of the largest. LoRA's
+    adapters are small either way."""
+    if s.lora:
+        return p.lora * 4 if device_kind == "cuda" else 0
+    if device_kind == "cuda":
+        return p.total * 4
+    return max(p.embedding, p.output, shape.hidden * shape.intermediate) * 4
 
 
 def decoder_params(p: Params) -> int:
@@ -284,15 +304,18 @@ def memory(shape: ModelShape, p: Params, s: Settings, dev: Device) -> dict:
     logits = logits_bytes(shape, s, rows)
     kv = kv_cache_bytes(shape, s, dev.kind)
     other = sampling_other_bytes(shape, p, s, dev.kind)
-    training, sampling = activations + logits, kv + other
-    dynamic = optim + max(training, sampling)
+    step = optimizer_step_bytes(shape, p, s, dev.kind)
+    phases = {"training": activations + logits, "sampling": kv + other, "optimizer": step}
+    peak = max(phases.values())
+    dynamic = optim + peak
     if dev.kind == "cpu":
         overhead = CPU_BASELINE_BYTES + int(CPU_ALLOCATOR_SHARE * dynamic)
+        overhead += BNB_CPU_RUNTIME_BYTES if s.quant != "none" else 0
         outside = 0
     else:
         overhead = CUDA_WORKSPACE_BYTES
         outside = CUDA_CONTEXT_BYTES + int(CUDA_CACHE_SHARE * (weights + dynamic))
-    total = overhead + weights + optim + max(training, sampling)
+    total = overhead + weights + optim + peak
     return {
         "weights": weights,
         "adapters_optimizer": optim,
@@ -300,11 +323,13 @@ def memory(shape: ModelShape, p: Params, s: Settings, dev: Device) -> dict:
         "logits": logits,
         "kv_cache": kv,
         "sampling_other": other,
+        "optimizer_step": step,
         "overhead": overhead,
         "total": total,
         "outside_total": outside,
         "needed": total + outside,
-        "peak_phase": "training" if training >= sampling else "sampling",
+        "peak_phase": max(phases, key=phases.get),
+        "phases": phases,
         "weights_detail": detail,
         "rows_per_pass": rows,
     }
@@ -326,15 +351,18 @@ def seconds(shape: ModelShape, p: Params, s: Settings, dev: Device, rows: int) -
     attn = 4 * shape.layers * shape.hidden  # FLOPs per token and position attended to
     host = HOST_PER_TOKEN_LAYER[dev.kind] * shape.layers  # per decoded token
     host = host / flops if cpu else host
-    unpack = DEQUANT_PER_WEIGHT[dev.kind] * p.linear if s.quant != "none" else 0.0
-    unpack = unpack / flops if cpu else unpack  # per forward over the quantized layers
+    quantized = p.linear if s.quant != "none" else 0
+    unpack = PASS_QUANT_PER_WEIGHT[dev.kind] * quantized  # per forward over the whole model
+    unpack = unpack / flops if cpu else unpack
+    unpack_token = DECODE_QUANT_PER_WEIGHT[dev.kind] * quantized
+    unpack_token = unpack_token / flops if cpu else unpack_token
     # Sampling: the prompt once per group, then C decode steps over all N rows.
     prefill = (2 * dec * s.B * P / width + attn * s.B * P * P / 2) / flops + unpack
     weight_bytes = sum(weights_detail(p, replace(s, beta=0.0)).values())
     share = DECODE_SHARE if cpu else 1.0
     per_token_compute = (2 * (dec + head) * N + attn * N * T) / (flops * share)
     per_token_memory = weight_bytes / max(dev.bandwidth, 1.0)
-    per_token = max(per_token_compute, per_token_memory) + unpack + host
+    per_token = max(per_token_compute, per_token_memory) + unpack_token + host
     sampling = prefill + C * per_token
     # Training: token-passes with a group's prompt shared by its G rows.
     tokens = s.B * P + N * C
