@@ -1,6 +1,6 @@
 """`python bench/gpu.py --all`: every CUDA check of issue 14 in one command, one JSON.
 
-    python bench/gpu.py --all --json gpu_all.json          # one H200: about 5 of its 8 minutes
+    python bench/gpu.py --all --json gpu_all.json          # one H200: expected ~5 of its 8 min
     python bench/gpu.py --all --dry-run-cpu --json /tmp/dry.json   # the same path, tiny, on a CPU
 
 The checks, in the order they run, each in its own process under its own time budget (a check
@@ -13,9 +13,10 @@ that runs over is stopped and recorded as failed; one that fails does not stop t
   (<|end_of_text|> is an EOS id of its generation_config, not the tokenizer's eos_token);
 - full_finetune: 3 AdamW steps at lr 1e-5 on the bf16 0.5B-shaped model: the fraction of weights
   the float32 master weights moved (> 95 % expected; pure bf16 moved ~15 %);
-- decode: our sampler's ms/token on the 1.5B shape (B·G rows, bf16 LoRA) against the floor, the
-  weight bytes ÷ the device-to-device bandwidth, with and without CUDA graphs where the tree has a
-  switch for them (`sampler.CUDA_GRAPHS`), the prefill differenced out;
+- decode: our sampler's ms/token on the 1.5B shape (B·G = 32 rows, bf16 LoRA) against the floor,
+  the weight bytes ÷ the device-to-device bandwidth, through bench/decode_overhead.py's
+  decode_benchmark: the static step with a CUDA graph, without one, and the model's forward (each
+  with the path that actually ran), the prefill differenced out;
 - lora and qlora: ours against TRL's GRPOTrainer (bench/vs_trl.py's workers) on the 1.5B shape, bf16
   LoRA and 4-bit NF4 QLoRA, B 4 × G 8, 256 pinned tokens: s/step, max_memory_allocated, decode
   tokens/s against the floor, and bench/gpu.py's targets;
