@@ -112,8 +112,8 @@ SCENARIOS = {  # kind: (events, the step it must fire at)
     "length_drift": (scenario(_set("completions/mean_length", 170, after=11)), 14),
     "length_collapse": (scenario(_set("completions/mean_length", 2.0, after=11)), 14),
     "kl_blowup": (scenario(_set("kl", lambda s: 0.5 if s == 12 else 0.02)), 12),
-    "entropy_collapse": (scenario(_set("entropy", 0.05, after=12)), 15),
-    "grad_spike": (scenario(_set("grad_norm", lambda s: 6.0 if s == 9 else 0.3)), 9),
+    "entropy_collapse": (scenario(_set("entropy", 0.02, after=12)), 15),
+    "grad_spike": (scenario(_set("grad_norm", lambda s: 9.0 if s == 9 else 0.3)), 9),
 }
 
 

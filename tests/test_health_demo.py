@@ -18,7 +18,9 @@ from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.engine.health import HealthMonitor, logged_events
 from grpo_desktop.engine.trainer import train
 
-pytestmark = pytest.mark.slow
+# A 100-step demo run takes 1.5 minutes on 2 free cores, over 10 on a busy machine: past the
+# suite's 600 s limit per test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 
 def _run(cfg, run_dir: str) -> tuple[list, list]:

@@ -21,8 +21,9 @@ What raises each kind (defaults in brackets):
 - length_drift / length_collapse: mean length ≥ 1.5× or ≤ 0.5× / ≤ [0.2]× the mean of the first
   [10] steps, [3] steps running (a collapse also counts as the drift).
 - kl_blowup: KL ≥ [10]× its median over the previous ≤ 50 steps (at least 5) and ≥ [0.05].
-- entropy_collapse: entropy ≤ [0.25]× the median of the first [10] steps, [3] steps running.
-- grad_spike: grad_norm ≥ [10]× its median over the previous ≤ 50 steps (at least 5).
+- entropy_collapse: entropy ≤ [0.05]× the median of the first [10] steps, [3] steps running.
+- grad_spike: grad_norm ≥ [25]× its median over the previous ≤ 50 steps (at least 5, zeros left
+  out). GRPO's gradient norms are heavy-tailed: the healthy demo reaches 13× its median.
 
 It does not stop the run or change training; it reads numbers. Torch-free.
 
