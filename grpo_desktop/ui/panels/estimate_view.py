@@ -46,6 +46,8 @@ from grpo_desktop.ui.run.worker import ACTIVE_STATES
 
 DELAY_MS = 300
 MAX_SHARE = 0.5  # of the window's middle height: the settings above keep the rest
+FIT_TRIES, FIT_RETRY_MS = 3, 50  # the dock's height: checked after each layout pass
+QWIDGETSIZE_MAX = 16_777_215
 IGNORED_SECTIONS = ("rewards", "run")  # the checker, steps and logging change no memory
 NO_MODEL = "—  Choose a model to see whether it fits."
 FIRST = "Estimating… (the first estimate reads the model's code: a few seconds)"
@@ -91,6 +93,7 @@ class EstimateView(QWidget):
         self._run_key: str | None = None  # the settings of the run in progress
         self._stale = True
         self._fit_tries = 0
+        self._dock_hooked = False
         self.timer = QTimer(self, singleShot=True, interval=delay_ms)
         self.timer.timeout.connect(self._on_timer_timeout)
 
@@ -324,8 +327,11 @@ class EstimateView(QWidget):
         while dock is not None and not isinstance(dock, QDockWidget):
             dock = dock.parentWidget()
         window = dock.parentWidget() if dock is not None else None
-        if not isinstance(window, QMainWindow) or dock.isFloating() or self._fit_tries >= 3:
+        if not isinstance(window, QMainWindow) or dock.isFloating() or self._fit_tries >= FIT_TRIES:
             return
+        if not self._dock_hooked:  # a reset or moved layout gives the dock another height
+            self._dock_hooked = True
+            dock.dockLocationChanged.connect(self._on_dock_dock_location_changed)
         layout = self.layout()
         layout.activate()
         need = layout.totalHeightForWidth(max(self.width(), 200))
@@ -333,21 +339,21 @@ class EstimateView(QWidget):
         cap = int(MAX_SHARE * window.centralWidget().height())
         target = min(need, cap) if cap > 0 else need
         if need > 0 and not target <= room <= target + 3:
-            self._fit_tries += 1  # the dock may land a few pixels off: look again once laid out
+            self._fit_tries += 1  # look again once laid out
             height = target + 2 + dock.height() - room  # plus the title bar and frame
-            # Qt resizes one dock of a column reliably only when told its neighbours' sizes too
-            area = window.dockWidgetArea(dock)
-            others = [
-                d
-                for d in window.findChildren(QDockWidget)
-                if d is not dock and d.isVisible() and not d.isFloating()
-                and window.dockWidgetArea(d) == area
-            ]  # fmt: skip
-            rest = sum(d.height() for d in others) + dock.height() - height
-            sizes = [max(1, rest * d.height() // max(1, sum(o.height() for o in others)))
-                     for d in others]  # fmt: skip
-            window.resizeDocks([dock, *others], [height, *sizes], Qt.Orientation.Vertical)
-            QTimer.singleShot(0, self, self._fit_height)
+            # resizeDocks lands only part of the way in a column of tabbed docks: pin the
+            # height for one layout pass, then let the user drag the splitter again
+            dock.setFixedHeight(height)
+            QTimer.singleShot(FIT_RETRY_MS, self, partial(self._release, dock))
+
+    def _release(self, dock: QDockWidget) -> None:
+        dock.setMinimumHeight(0)
+        dock.setMaximumHeight(QWIDGETSIZE_MAX)
+        QTimer.singleShot(0, self, self._fit_height)  # check it held
+
+    def _on_dock_dock_location_changed(self, *_args) -> None:
+        self._fit_tries = 0
+        QTimer.singleShot(0, self, self._fit_height)
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
         super().resizeEvent(event)
