@@ -185,13 +185,14 @@ def optimizer_bytes(p: Params, s: Settings) -> int:
 def optimizer_step_bytes(shape: ModelShape, p: Params, s: Settings, device_kind: str) -> int:
     """AdamW's temporaries while it steps (activations are gone by then, gradients are not): on
     CUDA the multi-tensor update takes the square root of every second moment at once (4 bytes a
-    trainable weight); on the CPU it goes tensor by tensor, one temporary of the largest. LoRA's
-    adapters are small either way."""
+    trainable weight); on the CPU it goes tensor by tensor, and the largest tensor's
+    denominator (square root, then divided) takes two temporaries. LoRA's adapters are small
+    either way."""
     if s.lora:
         return p.lora * 4 if device_kind == "cuda" else 0
     if device_kind == "cuda":
         return p.total * 4
-    return max(p.embedding, p.output, shape.hidden * shape.intermediate) * 4
+    return 2 * max(p.embedding, p.output, shape.hidden * shape.intermediate) * 4
 
 
 def decoder_params(p: Params) -> int:
@@ -244,10 +245,17 @@ def pass_rows(shape: ModelShape, p: Params, s: Settings, dev: Device, resident: 
 
 def logits_bytes(shape: ModelShape, s: Settings, rows: int) -> int:
     """The fused head's chunk of float32 logits and its softmax (turned into the gradient in
-    place), never more tokens than a pass has. (memory_estimate.fixed_pass_bytes, which the
-    micro-batch choice reserves, allows a third copy: a margin, not what RSS shows.)"""
+    place), never more tokens than a pass has (memory_estimate.fixed_pass_bytes, which the
+    micro-batch choice reserves, allows a third copy: a margin, not what RSS shows); with full
+    fine-tuning also the output weight's gradient temporary."""
     tokens = min(chunk_tokens(shape.vocab), rows * s.completion_tokens)
-    return 2 * max(1, tokens) * shape.vocab * 4
+    chunk = 2 * max(1, tokens) * shape.vocab * 4
+    if s.lora:
+        return chunk
+    # Full fine-tuning trains the output layer (or the embedding tied to it): its backward adds
+    # each chunk's (V, H) weight gradient to the sum, and the embedding's dense gradient is added
+    # to that, so one more float32 matrix of its size is alive beside the gradient itself.
+    return chunk + shape.vocab * shape.hidden * 4
 
 
 def chunk_tokens(vocab: int) -> int:
