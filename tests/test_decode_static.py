@@ -139,10 +139,18 @@ def test_graph_wrapper_falls_back_to_the_eager_step_when_capture_is_unavailable(
 
 
 class _SkewedReplay(decode_graph.EagerReplay):
-    """A capture whose replay computes something else (as a graph that baked in a stale value)."""
+    """A capture whose replay computes something else (other kernels, other numerics)."""
 
     def replay(self) -> None:
         self.out.copy_(self.fn() * 1.5 + 1.0)
+
+
+class _StaleReplay(decode_graph.EagerReplay):
+    """A capture that baked in the first token: its replay keeps giving the captured logits,
+    right on the first token and wrong from the second."""
+
+    def replay(self) -> None:
+        pass
 
 
 def test_replayed_steps_are_used_when_they_agree_and_dropped_when_they_differ(
@@ -150,8 +158,9 @@ def test_replayed_steps_are_used_when_they_agree_and_dropped_when_they_differ(
 ):
     """Through the capture/replay plumbing (static input copied in, static output read, the
     counter advanced outside the step, warm-up and check on the first token): replaying gives the
-    eager tokens; a replay that disagrees with the eager step is caught on the first token and the
-    rest decodes eagerly, still the same tokens."""
+    eager tokens; a replay that disagrees with the eager step is caught on the first token, one
+    that baked in the first token's values on the second, and the rest decodes eagerly, still
+    the same tokens."""
     choose_linear("0")
     model, tok = lora_model
     ids, mask = _batch(tok)
@@ -162,11 +171,16 @@ def test_replayed_steps_are_used_when_they_agree_and_dropped_when_they_differ(
     monkeypatch.setattr(decode_graph, "BACKEND", decode_graph.EagerReplay)
     replayed = _completions(model, tok, ids, mask, monkeypatch, "static graph", **args)
     assert all(torch.equal(a, b) for a, b in zip(replayed, eager))
-    monkeypatch.setattr(decode_graph, "BACKEND", _SkewedReplay)
-    with caplog.at_level(logging.WARNING, logger=decode_graph.__name__):
-        skewed = _completions(model, tok, ids, mask, monkeypatch, "static eager (fallback)", **args)
-    assert any("differ from the eager step" in r.getMessage() for r in caplog.records)
-    assert all(torch.equal(a, b) for a, b in zip(skewed, eager))
+    for backend, when in ((_SkewedReplay, "replayed logits"), (_StaleReplay, "second token")):
+        monkeypatch.setattr(decode_graph, "BACKEND", backend)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=decode_graph.__name__):
+            wrong = _completions(
+                model, tok, ids, mask, monkeypatch, "static eager (fallback)", **args
+            )
+        warnings = [r.getMessage() for r in caplog.records if r.name == decode_graph.__name__]
+        assert len(warnings) == 1 and when in warnings[0] and "differ" in warnings[0]
+        assert all(torch.equal(a, b) for a, b in zip(wrong, eager))
 
 
 def test_graph_check_tolerates_bf16_rounding_only():

@@ -6,13 +6,15 @@ warms the step up on a side stream (cuBLAS handles and workspaces are made outsi
 captures it into a `torch.cuda.CUDAGraph` (its own memory pool; `capture_error_mode=
 "thread_local"`, so other threads using CUDA meanwhile do not break it), replays it once and
 compares those logits with the eager step's on the same inputs (the step is idempotent:
-`engine/decode_static.py`). From then on each token is one `replay()`: the ~3,900 operations of
-a 24-layer LoRA step are dispatched once per sampling call instead of once per token.
+`engine/decode_static.py`); on the second token, the first replay on new inputs, it compares
+again (a graph that baked in a value of the first token would pass the first check only). From
+then on each token is one `replay()`: the ~2,100 operations of a 24-layer step (3,600 through
+the model's forward with LoRA unmerged) are dispatched once per sampling call, not per token.
 
 Defensive by construction: when capture raises (an op that syncs with the host, a kernel that
 cannot be captured, no CUDA at all) or the replayed logits differ from the eager ones by more
-than bf16 rounding (`TOLERANCE` of the logits' scale) or are not finite, it logs one warning and
-decodes eagerly with the same static step for the rest of the call. `GRAPHS = False` switches
+than bf16 rounding (`TOLERANCE` of the logits' scale) or are not finite, on either check, it
+logs one warning and decodes eagerly with the same static step for the rest of the call. `GRAPHS = False` switches
 graphs off. `close()` drops the graph and its pool and returns the cached memory to the driver,
 since the training pass after sampling needs it.
 
@@ -124,13 +126,16 @@ class GraphedDecode:
         self.out: torch.Tensor | None = None  # (N, V) the graph's static output
         self.mode = "eager"
         self.tried = False
+        self.recheck = False  # compare the next replay with the eager step too
         self.difference: float | None = None  # relative difference found by the check
 
     def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
         d = self.decoder
         d.check_room()
         d.tokens.copy_(tokens)  # (N,) into the static input
-        if self.graph is not None:
+        if self.graph is not None and self.recheck:
+            logits = self._recheck()
+        elif self.graph is not None:
             self.graph.replay()
             logits = self.out  # (N, V)
         elif self.wanted and not self.tried:
@@ -163,8 +168,28 @@ class GraphedDecode:
             log.warning("Decoding without a CUDA graph (%s): %s", type(exc).__name__, reason)
             self.mode = "eager (fallback)"
             return step()
-        self.graph, self.out, self.mode = graph, out, "graph"
+        self.graph, self.out, self.mode, self.recheck = graph, out, "graph", True
         return out
+
+    def _recheck(self) -> torch.Tensor:
+        """The second token: the first replay on inputs the capture never saw, compared with the
+        eager step on the same inputs (it rewrites the same slot with the same values). Catches
+        a graph that baked in a value of the first token. The eager logits either way."""
+        self.recheck = False
+        self.graph.replay()
+        graphed = self.out.clone()  # (N, V)
+        eager = self.decoder.step()  # (N, V)
+        ok, self.difference = agrees(graphed, eager)
+        if not ok:
+            log.warning(
+                "Decoding without a CUDA graph: on the second token its logits differ from the "
+                "eager step's by %.3g of their scale (tolerance %.3g)",
+                self.difference,
+                TOLERANCE,
+            )
+            self.close()
+            self.mode = "eager (fallback)"
+        return eager
 
     def close(self) -> None:
         """Drop the graph and its memory pool (the static output with it)."""
