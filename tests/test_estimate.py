@@ -196,6 +196,16 @@ def test_a_missing_model_folder_is_a_clear_error(tmp_path):
         estimate_run(_cfg(str(tmp_path / "nowhere" / "model")), device="cpu")
 
 
+def test_an_uncached_hub_id_offline_names_the_model_and_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))
+    with pytest.raises(ModelError) as err:
+        estimate_run(_cfg("some-org/some-model"), device="cpu")
+    message = str(err.value)
+    assert "'some-org/some-model' is not in the local Hugging Face cache" in message
+    assert "offline mode is on" in message and "local model folder" in message
+
+
 @pytest.mark.slow  # a fresh process imports torch (~8 s idle, 25 s on a loaded machine)
 def test_cli_demo_json_is_one_line_with_the_keys():
     proc = subprocess.run(
