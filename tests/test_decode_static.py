@@ -88,8 +88,7 @@ def test_each_step_gives_the_logits_of_the_models_forward(lora_model):
 
 def _completions(model, tok, ids, mask, monkeypatch, path: str, greedy: bool = True, **args):
     """[sampled with seed 11, greedy too when `greedy`] completion ids decoded through `path`."""
-    static = path.startswith("static")
-    monkeypatch.setattr(sampler, "STATIC_DECODE", "always" if static else "never")
+    monkeypatch.setattr(sampler, "STATIC_DECODE", "never" if path == "forward" else "always")
     monkeypatch.setattr(sampler, "LEAN_DECODE", False)
     torch.manual_seed(11)
     out = [generate_completions(model, tok, ids, mask, temperature=1.0, **args).completion_ids]
@@ -136,6 +135,37 @@ def test_graph_wrapper_falls_back_to_the_eager_step_when_capture_is_unavailable(
     warnings = [r for r in caplog.records if r.name == decode_graph.__name__]
     assert len(warnings) == 1 and "without a CUDA graph" in warnings[0].getMessage()
     assert torch.equal(sampled.completion_ids, eager[0])
+
+
+def test_a_static_step_that_disagrees_with_the_forward_hands_over_to_it(
+    lora_model, monkeypatch, choose_linear, caplog
+):
+    """The first token's check against the model's forward: a static step that computes
+    something else (here its logits halved) or fails is dropped after one warning, and the
+    forward decodes from that token on, giving the forward path's tokens."""
+    from grpo_desktop.engine import decode_static
+
+    choose_linear("0")
+    model, tok = lora_model
+    ids, mask = _batch(tok)
+    args = dict(greedy=False, max_new_tokens=10)
+    monkeypatch.setattr(decode_graph, "GRAPHS", False)
+    forward = _completions(model, tok, ids, mask, monkeypatch, "forward", **args)
+    real = decode_static.StaticDecoder.step
+
+    def broken(self):
+        raise RuntimeError("no kernel for this op")
+
+    for fault in (lambda self: real(self) * 0.5, broken):
+        monkeypatch.setattr(decode_static.StaticDecoder, "step", fault)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=sampler.__name__):
+            got = _completions(
+                model, tok, ids, mask, monkeypatch, "forward (static step disagreed)", **args
+            )
+        warnings = [r.getMessage() for r in caplog.records if r.name == sampler.__name__]
+        assert len(warnings) == 1 and "decoding with the model's forward" in warnings[0]
+        assert torch.equal(got[0], forward[0])
 
 
 class _SkewedReplay(decode_graph.EagerReplay):

@@ -20,16 +20,19 @@ accept these arguments (some remote-code models) fall back to `generate` in roll
 On CUDA, where a decode step costs host time rather than arithmetic (the eager forward of a
 24-layer LoRA model dispatches ~3,600 operations per token), the same models decode through the
 fixed-shape step of `engine/decode_static.py`, captured once per call as a CUDA graph and
-replayed per token (`engine/decode_graph.py`, checked against the eager step on the first
-token, eager when capture fails; `decode_graph.GRAPHS` switches graphs off, STATIC_DECODE the
-step); `lora_merged` folds bf16/fp16 LoRA layers there too. Sampling (temperature, top-p,
-multinomial, EOS) stays in this loop on every path. `last_decode_path()` says which path ran.
+replayed per token (`engine/decode_graph.py`: checked against the eager step on the first two
+tokens, eager when capture fails; `decode_graph.GRAPHS` switches graphs off, STATIC_DECODE the
+step). The static step's first token is checked against the model's own forward (one forward
+step per call; when they disagree the forward decodes, `_first_static_token`). `lora_merged`
+folds bf16/fp16 LoRA layers there too. Sampling (temperature, top-p, multinomial, EOS) stays in
+this loop on every path. `last_decode_path()` says which path ran.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import sys
 from collections.abc import Iterator
 
@@ -45,12 +48,15 @@ LEAN_DECODE = True  # decode Llama-family models with engine/decode.py (False: t
 # Where the fixed-shape step of engine/decode_static.py (CUDA graphs on CUDA) decodes: "cuda",
 # "always" (the CPU too: tests) or "never" (the model's forward on CUDA).
 STATIC_DECODE = "cuda"
+FORWARD_TOLERANCE = 0.05  # static step vs the model's forward on the first token, of the scale
+log = logging.getLogger(__name__)
 _last = {"path": "none"}
 
 
 def last_decode_path() -> str:
     """How the last `sample_tokens` call decoded: "lean" (CPU), "static graph", "static eager",
-    "static eager (fallback)" (capture failed or disagreed), "forward", or "prefill only"."""
+    "static eager (fallback)" (capture failed or disagreed), "forward (static step disagreed)"
+    (the first token's check against the forward failed), "forward", or "prefill only"."""
     return _last["path"]
 
 
@@ -112,8 +118,10 @@ def sample_tokens(
     decode = None
     if static is None and LEAN_DECODE:
         decode = lean_decoder(model, cache, capacity)
-    if static is not None or decode is not None:
+    if decode is not None:
         cache = None  # the decoder copied the keys and values into its own buffers
+    checked = static is None  # the static step's first token is checked against the forward
+    static_failed = False
     next_pos = positions[:, -1:] + 1  # (N, 1)
     finished = torch.zeros(N, dtype=torch.bool, device=device)  # (N,)
     ones = torch.ones(N, 1, dtype=attention.dtype, device=device)  # (N, 1)
@@ -137,8 +145,21 @@ def sample_tokens(
                 break
             if (device.type != "cuda" or t % SYNC_EVERY_CUDA == 0) and bool(finished.all()):
                 break
-            if static is not None:
+            if static is not None and checked:
                 last_logits = static(nxt)  # (N, V) fixed shapes: no mask or positions to grow
+                continue
+            if static is not None:
+                checked = True
+                attention = torch.cat([attention, ones], dim=1)  # (N, P + 1)
+                ours, out = _first_static_token(model, static, cache, nxt, attention, next_pos)
+                cache = None if ours is not None else out_cache(out)
+                if ours is not None:
+                    last_logits = ours  # (N, V)
+                    continue
+                static.close()
+                static, last_logits = None, out.logits[:, -1, :]  # (N, V) on with the forward
+                static_failed = True
+                next_pos = next_pos + 1
                 continue
             attention = torch.cat([attention, ones], dim=1)  # (N, P + t + 1)
             if decode is not None:
@@ -159,7 +180,7 @@ def sample_tokens(
         if static is not None:
             last_logits = logits = None  # may be the graph's output, in its memory pool
             static.close()  # the pool goes back to the driver for the training pass
-    _last["path"] = _path_name(static, decode, max_new_tokens)
+    _last["path"] = _path_name(static, decode, max_new_tokens, static_failed)
     return torch.stack(tokens, dim=1)  # (N, C)
 
 
@@ -175,9 +196,39 @@ def _static(model, cache, capacity, attention, positions) -> GraphedDecode | Non
     return GraphedDecode(decoder)
 
 
-def _path_name(static: GraphedDecode | None, lean, max_new_tokens: int) -> str:
+def _first_static_token(model, static: GraphedDecode, cache, nxt, attention, positions):
+    """The static step's first token, checked against the model's own forward on the same
+    token (one forward step per call, on the prefill's cache, which it extends): (the static
+    logits (N, V), the forward's output) when they agree within FORWARD_TOLERANCE of the
+    logits' scale, else (None, the forward's output) after one warning, and the sampler goes on
+    with the forward. A safety net for models and devices the tests could not cover (the CPU
+    tests hold the two to 1e-5 in float32); bf16 kernels differ by far less than it."""
+    out = model(
+        input_ids=nxt.unsqueeze(1),
+        attention_mask=attention,
+        position_ids=positions,
+        use_cache=True,
+        **{CACHE: cache},
+    )
+    reference = out.logits[:, -1, :]  # (N, V)
+    try:
+        ours = static(nxt)  # (N, V)
+        scale = reference.float().abs().max().clamp(min=1.0)  # ()
+        difference = float((ours.float() - reference.float()).abs().max() / scale)
+        reason = f"differs from the model's forward by {difference:.3g} of the logits' scale"
+        if torch.isfinite(ours).all() and difference <= FORWARD_TOLERANCE:
+            return ours, out
+    except Exception as exc:  # any failure of the static step: the forward goes on
+        reason = f"failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    log.warning("The fixed-shape decode step %s; decoding with the model's forward", reason)
+    return None, out
+
+
+def _path_name(static, lean, max_new_tokens: int, static_failed: bool = False) -> str:
     if max_new_tokens <= 1:
         return "prefill only"
+    if static_failed:
+        return "forward (static step disagreed)"
     if static is not None:
         return "static " + static.mode if static.mode != "graph" else "static graph"
     return "lean" if lean is not None else "forward"
