@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -204,13 +205,13 @@ def _host_total() -> int | None:
         return None
 
 
-def detect_device(kind: str, dtype: str, free_bytes: int | None) -> Device:
+def detect_device(kind: str, dtype: str, free_bytes: int | None, gpu: dict | None = None) -> Device:
     """The device `kind` ("cuda" or "cpu") with its free memory (`free_bytes` when given) and
-    speed."""
+    speed; a CUDA device's properties from `gpu` when given (then CUDA is not asked)."""
     from grpo_desktop.engine.micro_batch import free_bytes as device_free_bytes
 
     if kind == "cuda":
-        props = torch.cuda.get_device_properties(0)
+        props = SimpleNamespace(**gpu) if gpu else torch.cuda.get_device_properties(0)
         free = free_bytes if free_bytes is not None else device_free_bytes(torch.device("cuda"))
         clock = getattr(props, "clock_rate", 1_500_000) * 1e3  # kHz
         cap = (props.major, props.minor)
@@ -235,12 +236,14 @@ def _device_kind(cfg: TrainConfig, device: str | None) -> str:
     return "cuda" if choice == "cuda" else "cpu"
 
 
-def _compute_dtype(cfg: TrainConfig, kind: str) -> str:
+def _compute_dtype(cfg: TrainConfig, kind: str, gpu: dict | None = None) -> str:
     if cfg.model.dtype != "auto":
         return cfg.model.dtype
     from grpo_desktop.engine.modeling import auto_dtype
 
-    capability = torch.cuda.get_device_capability(0) if kind == "cuda" else None
+    capability = None
+    if kind == "cuda":
+        capability = (gpu["major"], gpu["minor"]) if gpu else torch.cuda.get_device_capability(0)
     return str(auto_dtype(kind, capability)).removeprefix("torch.")
 
 
@@ -273,27 +276,31 @@ def estimate_run(
     free_bytes: int | None = None,
     device: str | None = None,
     prompt_tokens: int | None = None,
+    gpu: dict | None = None,
 ) -> dict[str, Any]:
     """The estimate for a run with `cfg` on `device` ("cuda", "cpu"; default the config's), with
     `free_bytes` free (default: what the device has free now). Raises ModelError when the
-    model's config cannot be read (a missing folder, an uncached hub id while offline)."""
+    model's config cannot be read (a missing folder, an uncached hub id while offline). `gpu`:
+    the CUDA device's properties read elsewhere (the app's device probe: name, total_memory,
+    major, minor, multi_processor_count, clock_rate, memory_clock_rate, memory_bus_width);
+    with it, device="cuda" and `free_bytes`, nothing here queries CUDA."""
     config, path = read_model_config(cfg.model.name_or_path)
     params, notes = count_params(config, path, cfg)
     shape = ModelShape.from_config(config)
     kind = _device_kind(cfg, device)
-    if kind == "cuda" and not torch.cuda.is_available():
+    if kind == "cuda" and gpu is None and not torch.cuda.is_available():
         raise ModelError(
             "The device is set to cuda but PyTorch sees no CUDA GPU here, so there is no GPU to "
             "estimate for. Estimate for the CPU (device auto or cpu), or install a CUDA build of "
             "torch (see the README)."
         )
-    dtype = _compute_dtype(cfg, kind)
+    dtype = _compute_dtype(cfg, kind, gpu)
     if prompt_tokens is None:
         prompt_tokens, how = typical_prompt_tokens(cfg, path)
     else:
         how = "given"
     s = Settings.from_config(cfg, dtype, int(prompt_tokens))
-    dev = detect_device(kind, dtype, free_bytes)
+    dev = detect_device(kind, dtype, free_bytes, gpu)
     mem = memory(shape, params, s, dev)
     secs = seconds(shape, params, s, dev, mem["rows_per_pass"])
     needed = mem["needed"]
