@@ -201,5 +201,5 @@ class GraphedDecode:
 def _release(graph) -> None:
     try:
         graph.release()
-    except RuntimeError as exc:  # a capture that failed half-way may refuse to reset
+    except Exception as exc:  # a capture that failed half-way may refuse to reset
         log.debug("releasing the decode graph: %s", exc)
