@@ -307,6 +307,7 @@ def test_it_runs_only_models_it_can_run_exactly(tiny_model_dir):
             _, cache = sampler._prefill(model, ids, mask, positions)
         return static_decoder(model, cache, capacity, mask, positions)
 
+    model.enable_input_require_grads()  # as gradient checkpointing does: no change under no_grad
     assert decoder() is not None
     assert decoder(capacity=ids.size(1)) is None  # no room for a new token
     hook = model.model.layers[1].self_attn.o_proj.register_forward_hook(lambda *a: None)

@@ -47,7 +47,16 @@ def _plain_linear(module):
 
 
 def _hooked(module) -> bool:
-    return bool(module._forward_hooks or module._forward_pre_hooks or hasattr(module, "_hf_hook"))
+    """Whether calling around `module` would skip hooks that change what it computes. Not
+    counted: transformers' `enable_input_require_grads` hook, which gradient checkpointing puts
+    on the input embedding and which only marks its output as requiring gradients (nothing,
+    under the sampler's no_grad)."""
+    hooks = [
+        h
+        for h in module._forward_hooks.values()
+        if getattr(h, "__name__", "") != "make_inputs_require_grads"
+    ]
+    return bool(hooks or module._forward_pre_hooks or hasattr(module, "_hf_hook"))
 
 
 def _cache_tensors(cache, layer: int):
