@@ -39,6 +39,7 @@ from grpo_desktop.engine.errors import ModelError
 from grpo_desktop.engine.estimate_advice import advise, gb
 from grpo_desktop.engine.estimate_math import (
     DTYPE_NAMES,
+    TIGHT_SHARE,
     Device,
     Params,
     Settings,
@@ -306,7 +307,7 @@ def estimate_run(
     needed = mem["needed"]
     fits = None if dev.free_bytes is None else needed <= dev.free_bytes
     headroom = None if dev.free_bytes is None else int(dev.free_bytes - needed)
-    tight = headroom is not None and headroom < 0.10 * dev.free_bytes
+    tight = headroom is not None and headroom < TIGHT_SHARE * dev.free_bytes
     detail = advise(shape, params, s, dev, needed) if (fits is False or tight) else []
     return {
         "model": {
