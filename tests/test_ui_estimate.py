@@ -3,11 +3,19 @@
 machine): the demo's parameters and memory parts, updates after edits in the real forms
 (debounced: two quick edits make one estimate), "will not fit" with advice whose Apply button
 changes the setting, an error as a one-line note, nothing while no model is chosen, the running
-settings' estimate kept during a run."""
+settings' estimate kept during a run. The estimate runs in its child process
+(ui/panels/estimate_process.py, engine/estimate_server.py): one real child for the module;
+newest wins, a child that dies is restarted once, the GUI process imports no torch and closing
+the window ends the child."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from conftest import make_fake_train
@@ -16,7 +24,8 @@ from PySide6.QtWidgets import QApplication
 
 from grpo_desktop.engine.demo import demo_config
 from grpo_desktop.ui.main_window import MainWindow
-from grpo_desktop.ui.panels import estimate_text
+from grpo_desktop.ui.panels import estimate_process, estimate_text
+from grpo_desktop.ui.panels.estimate_process import EstimateProcess
 from grpo_desktop.ui.panels.estimate_text import fit_status, format_bytes, format_count
 from grpo_desktop.ui.run.worker import RUNNING, STOPPED
 
@@ -38,23 +47,48 @@ LLAMA_1B = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _warm_estimate():
-    """The first estimate in a process imports transformers' model code and times the CPU
-    (seconds); done once here so each test waits only for its own estimates."""
-    from grpo_desktop.engine.estimate import estimate_run
+def answers_of(estimator: EstimateProcess) -> list:
+    got: list = []
+    estimator.answered.connect(lambda *args: got.append(args))
+    return got
 
-    estimate_run(demo_config(), free_bytes=8 * GB)
+
+def wait_for(qapp, condition, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        qapp.processEvents()
+        time.sleep(0.002)
+
+
+def demo_request(**algorithm) -> dict:
+    cfg = demo_config().replace(algorithm=algorithm) if algorithm else demo_config()
+    return {"config": cfg.to_dict(), "free_bytes": 8 * GB, "device": None}
+
+
+@pytest.fixture(scope="module")
+def shared_estimator(qapp):
+    """One real estimate child for the module's windows: its first estimate imports torch and
+    transformers' model code and times the CPU (seconds), done once here."""
+    estimator = EstimateProcess()
+    got = answers_of(estimator)
+    estimator.request(demo_request(), "warm")
+    wait_for(qapp, lambda: got, timeout=120)
+    assert got[0][1]["model"]["params"] == 1_595_136, got
+    yield estimator
+    estimator.stop()
+    assert not estimator.running()
 
 
 @pytest.fixture
-def make_window(show_window, tmp_path):
+def make_window(show_window, tmp_path, shared_estimator):
     def make(cfg=None, free_bytes: int = 8 * GB, train_fn=None) -> MainWindow:
         settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
         w = MainWindow(
             cfg or demo_config(), train_fn or make_fake_train(), settings=settings,
             probe_device=False,
         )  # fmt: skip
+        w.estimate_view.share_estimator(shared_estimator)
         show_window(w)
         w.estimate_view.start(free_bytes=free_bytes)
         return w
@@ -252,3 +286,55 @@ def test_the_peak_holds_one_phase_and_advice_skips_4bit_on_the_cpu():
     text, lines = estimate_text.verdict(gpu)
     assert "Needs ≈ 600 MB of 650 MB free GPU memory" in text and ">tight<" in text
     assert lines[0].startswith("On RTX 3060")
+
+
+def test_the_newest_request_wins_and_a_killed_child_is_restarted_once(qapp, shared_estimator):
+    est = shared_estimator
+    got = answers_of(est)
+    for g in (4, 12, 16):  # the child works on the first; 12 is superseded before it is sent
+        est.request(demo_request(num_generations=g), g)
+    wait_for(qapp, lambda: not est.busy())
+    qapp.processEvents()
+    assert [tag for tag, _r, _e in got] == [16]  # 4's answer came first, dropped
+    # The child dies with a request in it: started again, the request sent again, answered.
+    pid = est._proc.processId()
+    est.request(demo_request(num_generations=8), "again")
+    os.kill(pid, 9)
+    wait_for(qapp, lambda: len(got) == 2, timeout=120)
+    assert got[1][0] == "again" and got[1][2] is None and got[1][1]["model"]["params"]
+    assert est._proc.processId() != pid
+    # The answer shown was 16's: B × G = 4 × 16 rows of KV cache, twice 4 × 8's.
+    assert got[0][1]["memory"]["kv_cache"] == 2 * got[1][1]["memory"]["kv_cache"]
+
+
+def test_a_child_that_keeps_dying_is_a_one_line_note(qapp, monkeypatch):
+    # A child program that exits at once (a stand-in for a broken Python environment).
+    code = "import sys; sys.stderr.write('ImportError: no torch here\\n'); sys.exit(3)"
+    monkeypatch.setattr(estimate_process, "server_command", lambda: (sys.executable, ["-c", code]))
+    est = EstimateProcess()
+    got = answers_of(est)
+    est.request(demo_request(), "x")
+    wait_for(qapp, lambda: got, timeout=30)
+    ((_tag, result, error),) = got
+    assert result is None and "\n" not in error
+    assert error.startswith("the estimate process exited with code 3 twice in a row")
+    assert "no torch here" in error and "Change a setting to try again" in error
+    est.stop()
+
+
+def test_the_window_imports_no_torch_and_closing_it_ends_the_child():
+    """A fresh window process (offscreen) with a real estimate: torch stays out of it (the
+    child has it), the event loop never stalls 100 ms, and closing the window ends the child
+    without Qt's "Destroyed while process is still running"."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    run = subprocess.run(
+        [sys.executable, str(root / "bench" / "estimate_stalls.py")],
+        capture_output=True, text=True, timeout=180, env=env, cwd=root,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["params"] == 1_595_136 and not out["error"], out
+    assert out["torch_in_gui"] is False
+    assert out["child_pid"] and out["child_gone_after_close"] is True
+    assert "QProcess" not in run.stderr, run.stderr

@@ -520,6 +520,7 @@ class MainWindow(QMainWindow):
             return
         self.model.runner.wait()
         self.probe.stop()
+        self.estimate_view.stop()
         self.memory_timer.stop()
         self.plots.timer.stop()
         self.save_layout()

@@ -6,9 +6,10 @@ just), the engine's advice, each with an Apply button that makes that change in 
 (`SessionModel.set_value`, the edit a form field makes, so the forms and this estimate follow).
 
 The numbers come from `engine.estimate.estimate_run`, which reads the model's config.json on
-PyTorch's meta device (nothing downloaded or loaded). It runs in the app's background pool
-(`common/tasks.py`), 300 ms after the last edit of a setting it depends on; a newer request
-supersedes an older one; an error is a one-line note. While a run is in progress the view keeps
+PyTorch's meta device (nothing downloaded or loaded). It runs in a child process
+(`estimate_process.py`: no torch and no CUDA context in this one), against the device the
+window's probe found (waited for when it probes), 300 ms after the last edit of a setting it
+depends on; a newer request supersedes an older one; an error is a one-line note. While a run is in progress the view keeps
 the estimate of the settings the run started with (edits made meanwhile are estimated when it
 ends). It computes nothing while hidden, nor before `start()` when made with `auto=False` (a
 window that probes nothing of this computer: tests, benchmarks).
@@ -19,7 +20,6 @@ What it does not do: measure anything itself, or keep Start from starting (it ad
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -37,10 +37,10 @@ from PySide6.QtWidgets import (
 )
 
 from grpo_desktop.engine.config import TrainConfig
-from grpo_desktop.ui.common.tasks import BackgroundTasks
 from grpo_desktop.ui.common.widgets import note_label, rich_tooltip, set_note, wrapped_label
 from grpo_desktop.ui.panels import estimate_text as say
 from grpo_desktop.ui.panels.estimate_bar import MemoryBar, part_colour
+from grpo_desktop.ui.panels.estimate_process import EstimateProcess, device_facts
 from grpo_desktop.ui.panels.estimate_text import PART_HELP, PARTS
 from grpo_desktop.ui.run.worker import ACTIVE_STATES
 
@@ -51,13 +51,6 @@ QWIDGETSIZE_MAX = 16_777_215
 IGNORED_SECTIONS = ("rewards", "run")  # the checker, steps and logging change no memory
 NO_MODEL = "—  Choose a model to see whether it fits."
 FIRST = "Estimating… (the first estimate reads the model's code: a few seconds)"
-
-
-def default_estimate(cfg: TrainConfig, free_bytes: int | None = None) -> dict:
-    """The engine's estimate (imported here, in the worker thread: it brings in torch)."""
-    from grpo_desktop.engine.estimate import estimate_run
-
-    return estimate_run(cfg, free_bytes=free_bytes)
 
 
 def config_key(cfg: TrainConfig) -> str:
@@ -78,15 +71,17 @@ class EstimateView(QWidget):
         *,
         auto: bool = True,
         free_bytes: int | None = None,
-        estimate_fn: Callable[..., dict] = default_estimate,
         delay_ms: int = DELAY_MS,
     ):
         super().__init__(parent)
         self.model = model
         self.auto = auto
-        self.free_bytes = free_bytes  # None: the engine asks the device
-        self._estimate_fn = estimate_fn
-        self.tasks = BackgroundTasks(self)
+        self.free_bytes = free_bytes  # None: the device's (the probe's for a GPU)
+        self.device = device_facts(model.device_info)  # None: the child finds it
+        self._await_probe = auto and self.device is None  # a window that probes: its answer
+        self.estimator = EstimateProcess(self)
+        self.estimator.answered.connect(self._on_estimator_answered)
+        self._own_estimator = True
         self.result: dict | None = None
         self.error = ""
         self._shown_key: str | None = None  # the settings of what is on screen
@@ -142,8 +137,8 @@ class EstimateView(QWidget):
 
         model.config_changed.connect(self._on_model_config_changed)
         model.config_replaced.connect(self._on_model_config_replaced)
-        # (a loaded session also says config_replaced; the device probe's answer changes
-        # nothing here: the estimate asks torch for the device itself)
+        # (a loaded session also says config_replaced)
+        model.device_info_changed.connect(self._on_model_device_info_changed)
         model.state_changed.connect(self._on_model_state_changed)
         self._show_nothing(NO_MODEL if not self._model_name() else "Not estimated yet.")
 
@@ -161,18 +156,38 @@ class EstimateView(QWidget):
         self._stale = True
         self.schedule()
 
+    def stop(self) -> None:
+        """End the estimate's child process (the window closes; a shared one is let go)."""
+        self.timer.stop()
+        if self._own_estimator:
+            self.estimator.stop()
+        else:
+            self.estimator.cancel()
+            self.estimator.answered.disconnect(self._on_estimator_answered)
+
+    def share_estimator(self, estimator: EstimateProcess) -> None:
+        """Estimate with `estimator`, which outlives this view (tests: one child for many
+        windows); call before the first estimate."""
+        self.estimator.stop()
+        self.estimator.answered.disconnect(self._on_estimator_answered)
+        self.estimator, self._own_estimator = estimator, False
+        estimator.cancel()
+        estimator.answered.connect(self._on_estimator_answered)
+
     def schedule(self) -> None:
         """Estimate the current settings DELAY_MS from now (unless hidden, off or a run is
         going)."""
         if self._run_key is not None:
             self.run_note.setVisible(config_key(self.model.config) != self._run_key)
             return
-        if not self.auto or not self.isVisible():
+        if not self.auto or not self.isVisible() or self._await_probe:
             self._stale = True
+            if self._await_probe and self.result is None and self._model_name():
+                self.summary.setText(FIRST)
             return
         if not self._model_name():
             self.timer.stop()
-            self.tasks.cancel("estimate")
+            self.estimator.cancel()
             self.result, self.error, self._shown_key = None, "", None
             self.busy_label.hide()
             self._show_nothing(NO_MODEL)
@@ -184,7 +199,7 @@ class EstimateView(QWidget):
 
     def pending(self) -> bool:
         """Whether an estimate is scheduled or being computed."""
-        return self.timer.isActive() or self.tasks.busy("estimate")
+        return self.timer.isActive() or self.estimator.busy()
 
     def shown_for_current_settings(self) -> bool:
         """Whether what is on screen is the estimate (or error) of the current settings."""
@@ -201,6 +216,12 @@ class EstimateView(QWidget):
     def _on_model_config_replaced(self, *_args) -> None:
         self._stale = True
         self.schedule()
+
+    def _on_model_device_info_changed(self, info: dict) -> None:
+        if info.get("probed"):
+            self.device, self._await_probe = device_facts(info), False
+            self._stale = True
+            self.schedule()
 
     def _on_model_state_changed(self, state: str) -> None:
         if state in ACTIVE_STATES:
@@ -230,18 +251,18 @@ class EstimateView(QWidget):
         key = config_key(cfg)
         self._stale = False
         self.busy_label.show()
-        job = partial(self._estimate_fn, cfg, free_bytes=self.free_bytes)
-        self.tasks.submit("estimate", job, partial(self._on_estimate_done, key))
+        payload = {"config": cfg.to_dict(), "free_bytes": self.free_bytes, "device": self.device}
+        self.estimator.request(payload, key)
 
-    def _on_estimate_done(self, key: str, result: Any, error: Exception | None) -> None:
+    def _on_estimator_answered(self, key: str, result: Any, error: str | None) -> None:
         self.busy_label.setVisible(self.timer.isActive())
         self._shown_key = key
         if error is not None:
-            self.result, self.error = None, say.one_line(error)
+            self.result, self.error = None, say.one_line(RuntimeError(error))
             self._show_nothing("")
             self.summary.hide()
             set_note(self.note, f"No estimate: {self.error}")
-            self.note.setToolTip(rich_tooltip(str(error)))
+            self.note.setToolTip(rich_tooltip(error))
         else:
             self.result, self.error = result, ""
             self._show(result)

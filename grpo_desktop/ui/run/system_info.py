@@ -1,8 +1,10 @@
 """What this computer offers and uses: the device probe, memory in use, cached hub models.
 
 - `DeviceProbe` asks a child Python process (QProcess: no GIL shared, no torch import in the GUI
-  process at start) whether PyTorch sees a CUDA GPU, its name and memory; CPU name and RAM come
-  from the operating system. The result is a dict (see `_PROBE`).
+  process at start) whether PyTorch sees a CUDA GPU, its name, memory (total, and free at
+  launch) and the properties the estimate's speed needs (the estimate child then asks CUDA
+  nothing: the probe's context ends with it); CPU name and RAM come from the operating system.
+  The result is a dict (see `_PROBE`).
 - `memory_in_use()` is this process's resident memory, plus GPU memory when torch is loaded and
   CUDA is initialised (the training thread imports torch, never the GUI thread).
 - `cached_models()` lists models in the local Hugging Face hub cache (a directory scan).
@@ -26,6 +28,10 @@ try:
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         info.update(cuda=True, gpu_name=p.name, gpu_memory=p.total_memory)
+        keys = ("major", "minor", "multi_processor_count", "clock_rate", "memory_clock_rate",
+                "memory_bus_width")
+        info["gpu_props"] = {k: getattr(p, k) for k in keys if hasattr(p, k)}
+        info["gpu_free"] = torch.cuda.mem_get_info(0)[0]
 except Exception as exc:
     info["error"] = f"{type(exc).__name__}: {exc}"
 print(json.dumps(info))
