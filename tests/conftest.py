@@ -1,5 +1,10 @@
 """Shared fixtures: offscreen Qt, no network, tiny models built locally once per session; in tests
-that use Qt, any Qt warning and any QThread left running fail the test."""
+that use Qt, any Qt warning and any QThread left running fail the test.
+
+torch runs one intra-op thread here (OMP_NUM_THREADS=1 unless set; the CLI subprocesses inherit
+it): the tests' models are tiny, and with two threads every small product waits at a thread
+barrier, which on 2 busy cores (a checker child, a GUI thread, other jobs) cost test_trainer.py
+117 s against 34 s with one."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported (see above)
 
 import pytest  # noqa: E402
 
