@@ -6,9 +6,10 @@ between two ticks minus the 10 ms. Prints one JSON line: the longest stall (ms),
 over 100 ms, seconds to the estimate, whether torch is imported in this (the GUI) process, and
 the estimate child's pid before and whether it is gone after the window closed (None for the
 thread-pool estimate before ui/panels/estimate_process.py). Works on older checkouts too (run it
-from one): before/after a change.
+from one): before/after a change. `--probe`: a window as launched (the device probe runs and the
+estimate starts by itself, after the probe's answer), timed from the window's show.
 
-    QT_QPA_PLATFORM=offscreen python bench/estimate_stalls.py
+    QT_QPA_PLATFORM=offscreen python bench/estimate_stalls.py [--probe]
 """
 
 from __future__ import annotations
@@ -33,25 +34,27 @@ def main() -> int:
     from grpo_desktop.ui.main_window import MainWindow
 
     settings = QSettings(os.path.join(tempfile.mkdtemp(), "s.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(demo_config(), settings=settings, probe_device=False)
+    probe = "--probe" in sys.argv
+    w = MainWindow(demo_config(), settings=settings, probe_device=probe)
     w.session.ask_save_changes = lambda _name: "discard"
     w.show()
-    for _ in range(20):
+    for _ in range(0 if probe else 20):
         app.processEvents()
     view = w.estimate_view
-    gaps: list[float] = []
+    gaps: list[tuple[float, float]] = []  # (seconds since the start, stall ms)
     last = [time.perf_counter()]
 
     def tick() -> None:
         now = time.perf_counter()
-        gaps.append((now - last[0]) * 1000 - TICK_MS)
+        gaps.append((now - t0, (now - last[0]) * 1000 - TICK_MS))
         last[0] = now
 
     timer = QTimer(interval=TICK_MS)
     timer.timeout.connect(tick)
-    t0 = time.perf_counter()
+    t0 = last[0] = time.perf_counter()
     timer.start()
-    view.start(free_bytes=8 * 10**9)
+    if not probe:
+        view.start(free_bytes=8 * 10**9)
     while not view.shown_for_current_settings() and time.perf_counter() - t0 < TIMEOUT_S:
         app.processEvents()
         time.sleep(0.001)
@@ -65,8 +68,9 @@ def main() -> int:
     app.processEvents()
     gone = None if pid is None else not os.path.exists(f"/proc/{pid}")
     print(json.dumps({
-        "longest_stall_ms": round(max(gaps, default=0.0), 1),
-        "stalls_over_100ms": sum(g > STALL_MS for g in gaps),
+        "longest_stall_ms": round(max((g for _t, g in gaps), default=0.0), 1),
+        "stalls_over_100ms": sum(g > STALL_MS for _t, g in gaps),
+        "stalls_at_s": [[round(t, 2), round(g)] for t, g in gaps if g > STALL_MS],
         "seconds_to_estimate": round(seconds, 2),
         "params": (view.result or {}).get("model", {}).get("params"),
         "error": view.error,

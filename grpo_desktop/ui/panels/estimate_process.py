@@ -107,9 +107,10 @@ class EstimateProcess(QObject):
         return self._proc is not None and self._proc.state() != QProcess.ProcessState.NotRunning
 
     def stop(self) -> None:
-        """End the child (it exits when its input closes; killed if it does not) and reap it."""
+        """End the child and reap it: an idle one exits when its input closes, one busy with an
+        estimate (which nobody will read) is killed, as is one that does not exit."""
         self.cancel()
-        self._in_flight = None
+        busy, self._in_flight = self._in_flight is not None, None
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -117,7 +118,7 @@ class EstimateProcess(QObject):
         proc.errorOccurred.disconnect(self._on_proc_error_occurred)
         if proc.state() != QProcess.ProcessState.NotRunning:
             proc.closeWriteChannel()
-            if not proc.waitForFinished(STOP_WAIT_MS):
+            if busy or not proc.waitForFinished(STOP_WAIT_MS):
                 proc.kill()
                 proc.waitForFinished(STOP_WAIT_MS)
         proc.deleteLater()
