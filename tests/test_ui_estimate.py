@@ -23,11 +23,14 @@ from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QApplication
 
 from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.session.document import SessionDocument
 from grpo_desktop.ui.main_window import MainWindow
 from grpo_desktop.ui.panels import estimate_process, estimate_text
-from grpo_desktop.ui.panels.estimate_process import EstimateProcess
+from grpo_desktop.ui.panels.estimate_process import EstimateProcess, device_facts
 from grpo_desktop.ui.panels.estimate_text import fit_status, format_bytes, format_count
+from grpo_desktop.ui.panels.estimate_view import FIRST, EstimateView
 from grpo_desktop.ui.run.worker import RUNNING, STOPPED
+from grpo_desktop.ui.session.model import SessionModel
 
 GB = 10**9
 # Llama-3.2-1B's sizes (config.json only: the estimate reads nothing else of a model).
@@ -300,6 +303,46 @@ def test_the_newest_request_wins(qapp, shared_estimator):
     wait_for(qapp, lambda: len(got) == 2)
     # The answer shown was 16's: B × G = 4 × 16 rows of KV cache, twice 4 × 8's.
     assert got[0][1]["memory"]["kv_cache"] == 2 * got[1][1]["memory"]["kv_cache"]
+
+
+# An RTX 4090 as the device probe reports it (ui/run/system_info.py's _PROBE).
+PROBED_4090 = {"probed": True, "cuda": True, "gpu_name": "RTX 4090", "gpu_memory": 24 * 2**30,
+               "gpu_free": 20 * 2**30, "gpu_props": {"major": 8, "minor": 9,
+               "multi_processor_count": 128, "clock_rate": 2_520_000,
+               "memory_clock_rate": 10_501_000, "memory_bus_width": 384}}  # fmt: skip
+
+
+def test_a_probing_view_waits_for_the_probe_and_estimates_for_its_gpu(
+    qtbot, tmp_path, shared_estimator
+):
+    model = SessionModel(SessionDocument(str(tmp_path / "s.grpo"), demo_config()))
+    view = EstimateView(model)  # auto: as in a window that probes this computer
+    view.share_estimator(shared_estimator)
+    qtbot.addWidget(view)
+    view.show()
+    qtbot.wait(400)  # past the 300 ms pause: nothing is asked before the probe has answered
+    assert not view.pending() and view.summary.text() == FIRST
+    model.set_device_info(PROBED_4090)
+    qtbot.waitUntil(view.shown_for_current_settings, timeout=30_000)
+    # Estimated for the probed GPU from its facts alone (this machine may have no CUDA at all:
+    # the child asks CUDA nothing), against the free memory the probe saw.
+    device = view.result["device"]
+    assert device["kind"] == "cuda" and device["name"] == "RTX 4090"
+    assert device["free_bytes"] == 20 * 2**30 and device["total_bytes"] == 24 * 2**30
+    assert view.result["assumed"]["dtype"] == "bfloat16"  # compute capability 8.9
+    assert "free GPU memory" in view.verdict.text()
+    view.stop()
+
+
+def test_device_facts_from_the_probe():
+    assert device_facts({}) is None  # not probed yet: the child finds the device itself
+    assert device_facts({"probed": True, "error": "ImportError: torch"}) is None
+    assert device_facts({"probed": True, "cuda": False}) == {"kind": "cpu"}
+    old = {k: v for k, v in PROBED_4090.items() if k != "gpu_props"}  # a probe without them
+    assert device_facts(old) is None
+    facts = device_facts(PROBED_4090)
+    assert facts["kind"] == "cuda" and facts["free_bytes"] == 20 * 2**30
+    assert facts["multi_processor_count"] == 128 and facts["total_bytes"] == 24 * 2**30
 
 
 # A stand-in child (a real process, a few lines of Python): it dies on its first request while

@@ -161,9 +161,11 @@ class EstimateView(QWidget):
         self.timer.stop()
         if self._own_estimator:
             self.estimator.stop()
-        else:
+        else:  # let it go, and keep an own one (not started) in its place
             self.estimator.cancel()
             self.estimator.answered.disconnect(self._on_estimator_answered)
+            self.estimator, self._own_estimator = EstimateProcess(self), True
+            self.estimator.answered.connect(self._on_estimator_answered)
 
     def share_estimator(self, estimator: EstimateProcess) -> None:
         """Estimate with `estimator`, which outlives this view (tests: one child for many
