@@ -364,6 +364,12 @@ class EstimateView(QWidget):
         if need > 0 and not target <= room <= target + 3:
             self._fit_tries += 1  # look again once laid out
             height = target + 2 + dock.height() - room  # plus the title bar and frame
+            if height <= 0 or room <= 0 or not window.isVisible():
+                # not laid out yet (a hidden window or one shown mid-teardown reports the
+                # dock and its inside out of step): look again after the next layout pass
+                QTimer.singleShot(FIT_RETRY_MS, self, self._fit_height)
+                return
+            height = max(dock.minimumSizeHint().height(), height)
             # resizeDocks lands only part of the way in a column of tabbed docks: pin the
             # height for one layout pass, then let the user drag the splitter again
             dock.setFixedHeight(height)
