@@ -77,7 +77,8 @@ TIGHT_SHARE = 0.10  # headroom below this share of the free memory is "tight"
 # the measured rate; CUDA: seconds), and bitsandbytes' unpacking per quantized weight and pass.
 HOST_PER_TOKEN_LAYER = {"cpu": 2.5e8, "cuda": 0.8e-3}
 # bitsandbytes' 4/8-bit layers per quantized weight: a decode step's few-row product through
-# its CPU kernel (0.5B-shaped QLoRA: generation 2.5× LoRA's), and a training pass's unpacking.
+# its CPU kernel (0.5B-shaped QLoRA: 0.6-2.5× LoRA's generation time over three rounds on
+# a shared machine), and a training pass's unpacking.
 DECODE_QUANT_PER_WEIGHT = {"cpu": 300.0, "cuda": 0.0}
 PASS_QUANT_PER_WEIGHT = {"cpu": 20.0, "cuda": 0.0}
 DECODE_SHARE = 0.25  # of the measured product rate, for a decode step's few-row CPU products
