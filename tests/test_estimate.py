@@ -235,6 +235,19 @@ def test_cli_bad_input_is_one_message_and_exit_2(tmp_path):
     assert "Traceback" not in proc.stderr and proc.stdout == ""
 
 
+def test_cli_reads_a_sessions_settings(tmp_path, capsys, qwen_config_dir):
+    from grpo_desktop.cli import main
+    from grpo_desktop.session.document import new_session, save_session
+
+    folder = str(tmp_path / "mine.grpo")
+    cfg = _cfg(qwen_config_dir, algorithm={"num_generations": 4})
+    save_session(new_session(folder, cfg))
+    assert main(["estimate", folder, "--json", "--prompt-tokens", "40", "--device", "cpu"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["model"]["params"] == 494_032_768  # the session's model, not the demo
+    assert r["assumed"]["prompt_tokens"] == 40
+
+
 def test_cli_corrupt_config_and_unknown_model_in_process(tmp_path, capsys):
     from grpo_desktop.cli import main
 
