@@ -38,6 +38,7 @@ from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.errors import ModelError
 from grpo_desktop.engine.estimate_advice import advise, gb
 from grpo_desktop.engine.estimate_math import (
+    CPU_BASELINE_BYTES,
     DTYPE_NAMES,
     TIGHT_SHARE,
     Device,
@@ -350,13 +351,14 @@ def estimate_run(
 
 def _notes(dev: Device, mem: dict, s: Settings, how: str, fits: bool | None) -> list[str]:
     notes = [
-        "A rough estimate: memory within about ±25 % (checked against measured peaks), seconds "
-        "per step within a factor of about two.",
+        "A rough estimate: memory within about ±25 % (within ±13 % of measured peaks on the "
+        "CPU), seconds per step within a factor of two, or three on a busy machine.",
     ]
     if dev.kind == "cpu":
         notes.append(
-            f"total is the run's peak resident memory (peak RSS), {gb(mem['overhead'])} of it "
-            "for Python, torch and the app themselves."
+            f"total is the run's peak resident memory (peak RSS); overhead is "
+            f"{gb(CPU_BASELINE_BYTES)} for Python, torch and the app themselves, the rest what "
+            "the C heap keeps (and bitsandbytes' library when quantized)."
         )
     else:
         notes.append(
