@@ -103,7 +103,7 @@ def test_the_cli_prints_alerts_even_when_quiet_and_fails_on_a_hanging_checker(
     cfg = cfg.replace(
         rewards={"custom_checker": HANGS, "checker_timeout_s": 0.2},
         algorithm={"num_generations": 2, "prompts_per_step": 1},
-        lora={"enabled": False},  # a process without LoRA never imports peft (~9 s of CPU)
+        lora={"enabled": False},  # a process without LoRA never imports peft (2-3 s of CPU)
     )
     path = tmp_path / "hangs.json"
     path.write_text(cfg.to_json(), encoding="utf-8")

@@ -42,7 +42,7 @@ def corpus(tmp_path):
 
 def _small(model_dir: str, **data) -> TrainConfig:
     """One quick step. Full fine-tuning: these cases are about the run folder and the data, and
-    a CLI process that trains without LoRA never imports peft (~9 s of CPU each)."""
+    a CLI process that trains without LoRA never imports peft (2-3 s of CPU each)."""
     return TrainConfig().replace(
         model={"name_or_path": model_dir},
         lora={"enabled": False},

@@ -99,7 +99,7 @@ def _kill_and_check(
 @pytest.mark.timeout(600)
 def test_sigkill_during_training_never_loses_the_session(tmp_path, micro_model_dir):
     # Full fine-tuning (model and optimizer files in each checkpoint): a process that trains
-    # without LoRA never imports peft, ~9 s of CPU less per start. LoRA: the slow test below.
+    # without LoRA never imports peft, 2-3 s of CPU less per start. LoRA: the slow test below.
     outcomes = _kill_and_check(tmp_path, micro_model_dir, repetitions=3, seed=1, lora=False)
     assert len(outcomes) == 3
     print("kill outcomes:", outcomes)

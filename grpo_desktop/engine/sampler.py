@@ -307,7 +307,7 @@ def _mergeable_lora_layers(model, half: bool = False) -> list:
     """The LoRA layers of a peft model when every one of them can be folded into its nn.Linear
     (one active adapter, no DoRA, no LoRA bias, not merged already; a float32 CPU weight, or a
     float16/bfloat16 one when `half`); else []. 4-bit and 8-bit bases cannot be folded."""
-    if "peft" not in sys.modules:  # no peft model before peft is imported: spare its ~9 s import
+    if "peft" not in sys.modules:  # no peft model before peft is imported: spare its 2-3 s import
         return []
     try:
         from peft import PeftModel
