@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from decoding import forward_step
 
 from grpo_desktop.engine import decode, kernels, sampler
 from grpo_desktop.engine.rollout import generate_completions, tokenize_prompts
@@ -57,12 +58,8 @@ def test_each_step_gives_the_logits_of_the_models_forward(model_and_tokenizer, l
         tokens = torch.randint(0, model.config.vocab_size, (ids.size(0),), generator=generator)
         attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
         ours = lean(tokens, attention, pos)  # (N, V)
-        out = model(
-            input_ids=tokens.unsqueeze(1), attention_mask=attention, position_ids=pos,
-            use_cache=True, **{sampler.CACHE: hf_cache},
-        )  # fmt: skip
-        hf_cache = sampler.out_cache(out)
-        assert torch.allclose(ours, out.logits[:, -1], atol=1e-5, rtol=1e-5)
+        logits, hf_cache = forward_step(model, tokens, attention, pos, hf_cache)  # (N, V)
+        assert torch.allclose(ours, logits, atol=1e-5, rtol=1e-5)
         pos = pos + 1
 
 

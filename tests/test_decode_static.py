@@ -11,6 +11,7 @@ import logging
 
 import pytest
 import torch
+from decoding import forward_step
 
 from grpo_desktop.engine import decode_graph, sampler
 from grpo_desktop.engine.decode_static import static_decoder
@@ -74,12 +75,8 @@ def test_each_step_gives_the_logits_of_the_models_forward(lora_model):
             tokens = torch.randint(0, len(tok), (ids.size(0),), generator=generator)  # (6,)
             attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
             ours = static(tokens)  # (6, V)
-            out = model(
-                input_ids=tokens.unsqueeze(1), attention_mask=attention, position_ids=pos,
-                use_cache=True, **{sampler.CACHE: hf_cache},
-            )  # fmt: skip
-            hf_cache = sampler.out_cache(out)
-            assert torch.allclose(ours, out.logits[:, -1], atol=1e-5, rtol=1e-5)
+            logits, hf_cache = forward_step(model, tokens, attention, pos, hf_cache)  # (N, V)
+            assert torch.allclose(ours, logits, atol=1e-5, rtol=1e-5)
             pos = pos + 1
         assert static.room == 0  # every slot used: one more step is refused
         with pytest.raises(RuntimeError, match="all are used"):
@@ -285,12 +282,8 @@ def test_4bit_lora_layers_are_called_as_modules_and_match_the_forward(tiny_model
         tokens = torch.full((ids.size(0),), token)  # (6,)
         attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
         ours = static(tokens)  # (6, V)
-        out = model(
-            input_ids=tokens.unsqueeze(1), attention_mask=attention, position_ids=pos,
-            use_cache=True, **{sampler.CACHE: hf_cache},
-        )  # fmt: skip
-        hf_cache = sampler.out_cache(out)
-        assert torch.allclose(ours, out.logits[:, -1], atol=1e-4, rtol=1e-4)
+        logits, hf_cache = forward_step(model, tokens, attention, pos, hf_cache)  # (N, V)
+        assert torch.allclose(ours, logits, atol=1e-4, rtol=1e-4)
         pos = pos + 1
 
 
