@@ -16,7 +16,7 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
 
 
 def add_settings_argument(parser) -> None:
-    """The optional positional settings source of `train` and `score`."""
+    """The optional positional settings source of `train`, `score` and `estimate`."""
     parser.add_argument(
         "config",
         nargs="?",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sys
 
-from grpo_desktop.cli.common import EXIT_OK, fail
+from grpo_desktop.cli.common import EXIT_OK, add_settings_argument, fail
 
 
 def add_parser(sub) -> None:
@@ -26,11 +26,7 @@ def add_parser(sub) -> None:
         help="estimate a run's peak memory and seconds per step before starting it",
         description=__doc__.split("\n\n")[1],
     )
-    e.add_argument(
-        "config",
-        nargs="?",
-        help="config JSON (see `grpo-desktop config --demo`) or a session folder (NAME.grpo)",
-    )
+    add_settings_argument(e)
     e.add_argument("--demo", action="store_true", help="the built-in demo's settings")
     e.add_argument("--json", action="store_true", help="print the estimate as one JSON line")
     e.add_argument("--device", choices=["cpu", "cuda"], help="the device (default: the config's)")
