@@ -48,7 +48,6 @@ from grpo_desktop.engine.events import (
     truncate_events_after,
 )
 from grpo_desktop.engine.health import HealthMonitor, logged_events
-from grpo_desktop.engine.host_memory import pin_mmap_threshold
 from grpo_desktop.engine.loss import advantage_histogram, group_has_spread
 from grpo_desktop.engine.micro_batch import RowsPerPass
 from grpo_desktop.engine.modeling import Policy, load_policy
@@ -156,7 +155,6 @@ def train(
     """Run GRPO as `config` says, yielding events. See the module docstring. `remote_code` is
     the permission to run the model's own code (engine/remote_code.py), from whoever asked."""
     control = control or TrainControl()
-    pin_mmap_threshold()  # a CPU step's freed tensors go back to the system (engine/host_memory.py)
     log = _EventLog(run_dir)
     state = {"step": 0, "t0": time.time()}
     run = _Run(config, control, run_dir, resume, state)
