@@ -8,6 +8,7 @@ barrier, which on 2 busy cores (a checker child, a GUI thread, other jobs) cost 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -246,29 +247,41 @@ def fake_events(
     ]
 
 
+@contextlib.contextmanager
+def event_log(run_dir: str | None):
+    """`emit(event) -> event` that also appends it to RUN/events.jsonl when given a folder, as
+    the engine does (for fake train functions)."""
+    import json
+
+    log = None
+    if run_dir:
+        os.makedirs(run_dir, exist_ok=True)
+        log = open(os.path.join(run_dir, "events.jsonl"), "a", encoding="utf-8")  # noqa: SIM115
+
+    def emit(event):
+        if log is not None:
+            log.write(json.dumps(event.to_dict()) + "\n")
+            log.flush()
+        return event
+
+    try:
+        yield emit
+    finally:
+        if log is not None:
+            log.close()
+
+
 def make_fake_train(
     delay: float = 0.0, fail_message: str | None = None, error_every: int = 0, unscored: int = 0
 ):
     """A train function with the engine's signature that yields made-up events quickly, honours
     pause and stop like the engine (between steps), and writes events.jsonl when given a folder."""
-    import json
     import time
 
     from grpo_desktop.engine.events import RunFinished, RunStarted
 
     def train(config, control, run_dir=None, resume=False):
-        log = None
-        if run_dir:
-            os.makedirs(run_dir, exist_ok=True)
-            log = open(os.path.join(run_dir, "events.jsonl"), "a", encoding="utf-8")  # noqa: SIM115
-
-        def emit(event):
-            if log is not None:
-                log.write(json.dumps(event.to_dict()) + "\n")
-                log.flush()
-            return event
-
-        try:
+        with event_log(run_dir) as emit:
             if fail_message:
                 yield emit(RunFinished("failed", 0, fail_message, None))
                 return
@@ -292,8 +305,5 @@ def make_fake_train(
                     status = "stopped"
                     break
             yield emit(RunFinished(status, step, f"{status} at {step}", None))
-        finally:
-            if log is not None:
-                log.close()
 
     return train

@@ -8,12 +8,10 @@ Driven by a fake train function that writes events.jsonl like the engine; the en
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 
 import pytest
-from conftest import fake_events
+from conftest import event_log, fake_events
 from PySide6.QtCore import QSettings
 
 from grpo_desktop.engine.demo import demo_config
@@ -35,18 +33,7 @@ HACK = Alert(
 def alarming_train(config, control, run_dir=None, resume=False):
     """Six steps; reward hacking at step 3, the checker's time-outs at steps 2 and 4 (a kind
     that repeats), reward hacking again at step 5 (after the user dismissed it)."""
-    log = None
-    if run_dir:
-        os.makedirs(run_dir, exist_ok=True)
-        log = open(os.path.join(run_dir, "events.jsonl"), "a", encoding="utf-8")  # noqa: SIM115
-
-    def emit(event):
-        if log is not None:
-            log.write(json.dumps(event.to_dict()) + "\n")
-            log.flush()
-        return event
-
-    try:
+    with event_log(run_dir) as emit:
         yield emit(RunStarted("fake", config.to_dict(), 0, N, "cpu (fake)", "fake-model", 10, 1))
         for step in range(1, N + 1):
             control.wait_if_paused()
@@ -62,9 +49,6 @@ def alarming_train(config, control, run_dir=None, resume=False):
             if step == 5:
                 yield emit(Alert(5, "reward_hacking", "warning", "Again.", "Still."))
         yield emit(RunFinished("completed", N, "done", None))
-    finally:
-        if log is not None:
-            log.close()
 
 
 @pytest.fixture
