@@ -1,0 +1,141 @@
+"""A TRL run's completion logs (`completions/completions_NNNNN.parquet`) as the app's rollout rows.
+
+With `log_completions=True`, TRL 1.16's `GRPOTrainer.log` writes one parquet file per logging
+step, `OUTPUT_DIR/completions/completions_{global_step:05d}.parquet`, with the columns
+
+    step, prompt, completion, <one column per reward function>, <extra logged columns>, advantage
+
+one row per completion of the last generation batch, each prompt's G completions next to each
+other. A prompt and a completion are strings, or message lists ({role, content}) for a
+conversational dataset. A reward function that could not score an answer (None) is NaN.
+
+`read_completions(path, reward_names)` gives (step, prompts, rows) in the shape of the app's
+`Rollouts` event: each group's prompt once, rows with group, completion, rewards ({name: value
+| None}), reward and advantage. What TRL does not write stays out: the completion's token
+length, whether it was cut off, the reference answer (unless a column named answer or solution
+was logged), and the reward weights: `reward` here is the plain sum of the parts that scored
+(TRL's default weights of 1; None when none scored). Other extra columns become the row's
+`reasons`, so the inspector shows them. Groups are runs of the same prompt. Needs pyarrow
+(imported on first use); no Qt, no torch.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from typing import Any
+
+COMPLETIONS_DIR = "completions"
+COMPLETION_FILE = re.compile(r"completions_(\d+)\.parquet")
+FIXED_COLUMNS = ("step", "prompt", "completion", "advantage", "image")
+ANSWER_COLUMNS = ("answer", "solution", "ground_truth")
+
+
+def completion_files(folder: str) -> list[tuple[int, str]]:
+    """(step, path) of every completions parquet file of a TRL output_dir, oldest first."""
+    root = os.path.join(folder, COMPLETIONS_DIR)
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        match = COMPLETION_FILE.fullmatch(name)
+        if match:
+            found.append((int(match.group(1)), os.path.join(root, name)))
+    return sorted(found)
+
+
+def message_text(value: Any) -> str:
+    """A prompt or completion as text: a string as is, a message list as `role: content` lines
+    (a completion's single assistant message: its content only)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        messages = [m for m in value if isinstance(m, dict)]
+        if len(messages) == 1 and messages[0].get("role") == "assistant":
+            return str(messages[0].get("content") or "")
+        return "\n".join(f"{m.get('role', '?')}: {m.get('content') or ''}" for m in messages)
+    return str(value)
+
+
+def _score(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def reward_columns(
+    columns: list[str], types: dict[str, str], reward_names: set[str] | None
+) -> list[str]:
+    """The reward function columns: those the log history names (rewards/NAME/mean), else
+    (no history yet) every floating-point column that is not one of TRL's fixed ones."""
+    rest = [c for c in columns if c not in FIXED_COLUMNS]
+    if reward_names:
+        return [c for c in rest if c in reward_names]
+    return [c for c in rest if types.get(c, "").startswith(("double", "float"))]
+
+
+def read_completions(
+    path: str, reward_names: set[str] | None = None
+) -> tuple[int, list[str], list[dict]]:
+    """(step, each group's prompt, rows) of one completions file; raises OSError or ValueError
+    (pyarrow's errors are ValueErrors) for a file that cannot be read, e.g. one being written."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    columns = list(table.column_names)
+    if "completion" not in columns:
+        raise ValueError("it has no completion column (not a TRL completions log)")
+    types = {f.name: str(f.type) for f in table.schema}
+    rewards = reward_columns(columns, types, reward_names)
+    extra = [c for c in columns if c not in FIXED_COLUMNS and c not in rewards]
+    answer = next((c for c in ANSWER_COLUMNS if c in extra), None)
+    records = table.to_pylist()
+    match = COMPLETION_FILE.fullmatch(os.path.basename(path))
+    step = int(match.group(1)) if match else 0
+    if records and isinstance(records[0].get("step"), int):
+        step = int(records[0]["step"])
+    prompts: list[str] = []
+    rows: list[dict] = []
+    last_prompt: str | None = None
+    for record in records:
+        prompt = message_text(record.get("prompt"))
+        if prompt != last_prompt or not prompts:
+            prompts.append(prompt)
+            last_prompt = prompt
+        parts = {name: _score(record.get(name)) for name in rewards}
+        scored = [v for v in parts.values() if v is not None]
+        row = {
+            "group": len(prompts) - 1,
+            "completion": message_text(record.get("completion")),
+            "rewards": parts,
+            "reward": sum(scored) if scored else None,
+            "advantage": _score(record.get("advantage")),
+            "error": None,
+        }
+        if answer is not None:
+            row["answer"] = "" if record.get(answer) is None else str(record.get(answer))
+        reasons = {
+            c: str(record.get(c)) for c in extra if c != answer and record.get(c) is not None
+        }
+        if reasons:
+            row["reasons"] = reasons
+        rows.append(row)
+    return step, prompts, rows
+
+
+def advantage_histogram(values: list[float | None], bins: int = 21) -> dict:
+    """The engine's histogram of advantages (engine/loss.advantage_histogram, without torch):
+    ±max(|A|, 1e-6) in `bins` bins, values that are None left out."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    limit = max((abs(v) for v in finite), default=0.0)
+    limit = max(limit, 1e-6)
+    edges = [limit * (2 * i - bins) / bins for i in range(bins + 1)]
+    counts = [0] * bins
+    for v in finite:
+        counts[min(bins - 1, max(0, math.floor((v + limit) / (2 * limit) * bins)))] += 1
+    return {"edges": edges, "counts": counts}
