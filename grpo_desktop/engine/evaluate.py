@@ -55,7 +55,9 @@ def evaluate(
             answers,
             mode=r.answer_extraction,
             answer_tag=r.answer_tag,
+            think_tag=r.think_tag,
             tolerance=r.numeric_tolerance,
+            checker=r.answer_checker,
         )
         fmt = format_reward(comps.texts, think_tag=r.think_tag, answer_tag=r.answer_tag)
         correct += sum(v or 0.0 for v in acc)
