@@ -1,0 +1,246 @@
+"""Export (issue 17 §3): a run's checkpoint as a PEFT adapter or a merged model, round-tripped.
+
+- adapter: the exported folder loads with `PeftModel.from_pretrained(base, DIR)` on the base its
+  adapter_config.json names, and answers greedily exactly as the run's checkpoint does;
+- merged: `AutoModelForCausalLM.from_pretrained(DIR)` answers greedily as base + adapter, and
+  differently from the base alone (the adapter matters); its generation_config stops at the run's
+  stop ids; a full fine-tuning run exports its own weights;
+- errors a user meets: no checkpoint, a missing step, an adapter asked of a full fine-tuning run,
+  a missing base model, an out folder that is not empty (refused, replaced with force), Cancel.
+
+The runs are real (engine.train, one step of the built-in demo model, LoRA and full). One step
+at the demo's settings may leave LoRA's B matrices at zero (then merged == base trivially), so the
+fixture writes random values into the checkpoint's lora_B tensors, as a longer run would leave
+them. The realistic-shape and 4-bit cases are in test_export_shapes.py (slow).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from grpo_desktop.engine.export import ExportCancelled, ExportError, MissingBaseModel, export
+from grpo_desktop.engine.run_layout import list_checkpoints
+
+PROBLEMS = ["What is 12 * 34?", "What is 57 * 8?", "What is 90 * 21?"]
+
+
+def small_demo(lora: bool):
+    from grpo_desktop.engine.demo import demo_config
+
+    return demo_config().replace(
+        lora={"enabled": lora, "r": 4, "alpha": 8},
+        algorithm={"num_generations": 2, "prompts_per_step": 2, "max_completion_length": 8},
+        data={"eval_size": 0},
+        run={"max_steps": 1, "checkpoint_every": 1, "eval_every": 0},
+    )
+
+
+def perturb_lora_b(run_dir: str, std: float = 0.05) -> None:
+    """Random lora_B values in the newest checkpoint's adapter (seeded)."""
+    from safetensors.torch import load_file, save_file
+
+    path = os.path.join(list_checkpoints(run_dir)[-1][1], "adapter", "adapter_model.safetensors")
+    tensors = load_file(path)
+    g = torch.Generator().manual_seed(0)
+    tensors = {
+        k: (torch.randn(v.shape, generator=g) * std).to(v.dtype) if "lora_B" in k else v
+        for k, v in tensors.items()
+    }
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
+def train_run(cfg, run_dir: str) -> str:
+    from grpo_desktop.engine.trainer import train
+
+    events = list(train(cfg, run_dir=run_dir))
+    assert events[-1].status == "completed", events[-1].message
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def lora_run(tmp_path_factory) -> str:
+    run = train_run(small_demo(lora=True), str(tmp_path_factory.mktemp("lora") / "run"))
+    perturb_lora_b(run)
+    return run
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory) -> str:
+    return train_run(small_demo(lora=False), str(tmp_path_factory.mktemp("full") / "run"))
+
+
+def greedy(model, tokenizer, system_prompt: str, n: int = 16) -> list[list[int]]:
+    """Greedy token ids for each of PROBLEMS, prompted as the run prompts."""
+    from grpo_desktop.engine.data import build_prompt
+
+    out = []
+    for problem in PROBLEMS:
+        ids = tokenizer(build_prompt(tokenizer, problem, system_prompt), return_tensors="pt")
+        with torch.no_grad():
+            gen = model.generate(
+                **ids, max_new_tokens=n, do_sample=False, pad_token_id=tokenizer.pad_token_id
+            )
+        out.append(gen[0, ids["input_ids"].shape[1] :].tolist())
+    return out
+
+
+def run_checkpoint_policy(run_dir: str):
+    """The run's newest checkpoint as the app loads it (engine.load_policy)."""
+    from grpo_desktop.engine.checkpoint import weights_path
+    from grpo_desktop.engine.modeling import load_policy
+    from grpo_desktop.engine.trainer import read_run_config
+
+    cfg = read_run_config(run_dir)
+    folder, is_adapter = weights_path(list_checkpoints(run_dir)[-1][1])
+    cfg = cfg.replace(algorithm={"beta": 0.0})
+    policy = load_policy(cfg, folder if is_adapter else None, None if is_adapter else folder)
+    policy.model.eval()
+    return policy, cfg
+
+
+def test_adapter_loads_with_peft_and_answers_as_the_runs_checkpoint(lora_run, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = str(tmp_path / "adapter")
+    result = export(lora_run, "adapter", out)
+    assert result["format"] == "adapter" and result["out"] == out and result["step"] == 1
+    assert result["bytes"] > 0 and result["dtype"] == "float32"
+    names = set(os.listdir(out))
+    assert {"adapter_model.safetensors", "adapter_config.json", "README.txt"} <= names
+    assert "tokenizer.json" in names and "chat_template.jinja" in names
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]  # no temporary left
+    with open(os.path.join(out, "adapter_config.json")) as fh:
+        base = json.load(fh)["base_model_name_or_path"]
+    assert os.path.isfile(os.path.join(base, "config.json"))  # the demo's folder, absolute
+    with open(os.path.join(out, "README.txt")) as fh:
+        readme = fh.read()
+    assert base in readme and "PeftModel.from_pretrained" in readme
+
+    policy, cfg = run_checkpoint_policy(lora_run)
+    expected = greedy(policy.model, policy.tokenizer, cfg.data.system_prompt)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), out).eval()
+    assert greedy(model, tokenizer, cfg.data.system_prompt) == expected
+
+
+def test_merged_answers_as_base_plus_adapter_and_unlike_the_base(lora_run, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = str(tmp_path / "merged")
+    result = export(lora_run, "merged", out)
+    assert result["dtype"] == "float32" and result["stop_ids"] == [2]
+    assert {"model.safetensors", "config.json", "generation_config.json"} <= set(os.listdir(out))
+    merged = AutoModelForCausalLM.from_pretrained(out).eval()
+    assert not any("lora" in name for name, _ in merged.named_parameters())
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert tokenizer.chat_template  # the demo's template travels with the model
+    assert merged.generation_config.eos_token_id == 2
+
+    policy, cfg = run_checkpoint_policy(lora_run)
+    system = cfg.data.system_prompt
+    expected = greedy(policy.model, policy.tokenizer, system)
+    assert greedy(merged, tokenizer, system) == expected
+    base = AutoModelForCausalLM.from_pretrained(result["base"]).eval()
+    ids = tokenizer(PROBLEMS[0], return_tensors="pt").input_ids
+    with torch.no_grad():
+        merged_logits, base_logits = merged(ids).logits, base(ids).logits
+        run_logits = policy.model(ids).logits
+    torch.testing.assert_close(merged_logits, run_logits, atol=1e-4, rtol=1e-4)
+    assert (merged_logits - base_logits).abs().max() > 0.05  # the adapter matters
+    reloaded_base = AutoModelForCausalLM.from_pretrained(result["base"])
+    adapter = os.path.join(list_checkpoints(lora_run)[-1][1], "adapter")
+    peft = PeftModel.from_pretrained(reloaded_base, adapter).eval()
+    assert greedy(peft, tokenizer, system) == expected
+
+
+def test_a_full_fine_tuning_run_exports_its_own_weights(full_run, tmp_path):
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = str(tmp_path / "full")
+    result = export(full_run, "merged", out)
+    assert result["dtype"] == "float32" and result["parameters"] == 1_595_136
+    ckpt_model = os.path.join(list_checkpoints(full_run)[-1][1], "model")
+    saved, exported = (
+        load_file(f"{ckpt_model}/model.safetensors"),
+        load_file(f"{out}/model.safetensors"),
+    )
+    assert saved.keys() == exported.keys()
+    assert all(torch.equal(saved[k], exported[k]) for k in saved)
+    policy, cfg = run_checkpoint_policy(full_run)
+    model = AutoModelForCausalLM.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    system = cfg.data.system_prompt
+    assert greedy(model, tokenizer, system) == greedy(policy.model, policy.tokenizer, system)
+
+
+def test_an_adapter_is_refused_for_a_full_fine_tuning_run(full_run, tmp_path):
+    with pytest.raises(ExportError, match="LoRA was off.*--format merged"):
+        export(full_run, "adapter", str(tmp_path / "x"))
+    assert not os.path.exists(tmp_path / "x")
+
+
+def test_checkpoint_steps_and_runs_without_one(lora_run, tmp_path):
+    with pytest.raises(ExportError, match="no checkpoint at step 7; it has: 1"):
+        export(lora_run, "adapter", str(tmp_path / "x"), checkpoint=7)
+    empty = tmp_path / "fresh"
+    empty.mkdir()
+    (empty / "config.json").write_text(small_demo(True).to_json())
+    (empty / "events.jsonl").write_text("")
+    with pytest.raises(ExportError, match="saved no checkpoint yet"):
+        export(str(empty), "merged", str(tmp_path / "y"))
+    with pytest.raises(ExportError, match="is not a run folder"):
+        export(str(tmp_path), "merged", str(tmp_path / "z"))
+    ckpt = list_checkpoints(lora_run)[0][1]  # a checkpoint folder works as the source too
+    assert export(ckpt, "adapter", str(tmp_path / "from-ckpt"))["step"] == 1
+
+
+def test_a_missing_base_model_is_named_with_the_fix(lora_run, tmp_path):
+    import shutil
+
+    from grpo_desktop.engine.trainer import read_run_config
+
+    moved = tmp_path / "run"
+    shutil.copytree(lora_run, moved)
+    cfg = read_run_config(str(moved)).replace(model={"name_or_path": str(tmp_path / "gone")})
+    (moved / "config.json").write_text(cfg.to_json())
+    with pytest.raises(MissingBaseModel) as caught:
+        export(str(moved), "merged", str(tmp_path / "out"))
+    message = str(caught.value)
+    assert str(tmp_path / "gone") in message and "model.name_or_path" in message
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_a_non_empty_out_folder_is_refused_unless_forced(lora_run, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+    with pytest.raises(ExportError, match="already exists and is not empty.*--force"):
+        export(lora_run, "adapter", str(out))
+    assert os.listdir(out) == ["mine.txt"]
+    export(lora_run, "adapter", str(out), force=True)
+    assert "mine.txt" not in os.listdir(out) and "adapter_config.json" in os.listdir(out)
+    assert sorted(os.listdir(tmp_path)) == ["out"]  # no temporary or replaced folder left
+
+
+def test_cancel_leaves_nothing(lora_run, tmp_path):
+    seen = []
+
+    def progress(fraction, message):
+        seen.append(fraction)
+
+    with pytest.raises(ExportCancelled):
+        export(
+            lora_run,
+            "merged",
+            str(tmp_path / "out"),
+            progress=progress,
+            cancel=lambda: len(seen) >= 3,  # after loading the base, before writing
+        )
+    assert os.listdir(tmp_path) == []
