@@ -54,6 +54,38 @@ def shaped_model_dir(tmp_path_factory):
     return get
 
 
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory):
+    """trained_run(lora=False, steps=2) -> run folder: the built-in demo model trained for real
+    (engine.trainer.train) for `steps` steps, a checkpoint after each (the last two kept), built
+    once per test session for each setting. lora=False is the demo's full fine-tuning; True
+    trains a LoRA adapter on it instead. Small: G 4, B 2, the demo's 160 completion tokens, 8 held-out problems, a few seconds a step."""
+    built: dict[tuple[bool, int], str] = {}
+
+    def get(lora: bool = False, steps: int = 2) -> str:
+        if (lora, steps) not in built:
+            from grpo_desktop.engine.demo import demo_config
+            from grpo_desktop.engine.trainer import train
+
+            run_dir = str(tmp_path_factory.mktemp("lora-run" if lora else "demo-run"))
+            cfg = demo_config().replace(
+                lora={"enabled": lora, "r": 8, "alpha": 16},
+                data={"eval_size": 8},
+                algorithm={
+                    "num_generations": 4,
+                    "prompts_per_step": 2,
+                    "learning_rate": 5e-3 if lora else 2e-4,
+                },
+                run={"max_steps": steps, "eval_every": 0, "checkpoint_every": 1, "seed": 1},
+            )
+            events = list(train(cfg, run_dir=run_dir))
+            assert events[-1].status == "completed", events[-1]
+            built[lora, steps] = run_dir
+        return built[lora, steps]
+
+    return get
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Built-in models are cached under XDG_CACHE_HOME: keep the tests' cache out of the user's."""

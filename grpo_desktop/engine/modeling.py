@@ -290,9 +290,13 @@ def load_policy(
     adapter_path: str | None = None,
     weights_path: str | None = None,
     remote_code: RemoteCodePermission | None = None,
+    *,
+    for_inference: bool = False,
 ) -> Policy:
     """Load model and tokenizer as the config says. To resume, `adapter_path` restores a saved
     LoRA adapter, `weights_path` saved full weights (the reference stays the original model).
+    `for_inference`: to generate only (Try, Compare, export): full fine-tuning's float32 master
+    weights are not made, so a bf16 model takes its bf16 size.
     With model.trust_remote_code, code shipped in a folder runs only when `remote_code` (given
     by the caller who asked the user) covers it; otherwise this raises ModelError."""
     from transformers import AutoModelForCausalLM
@@ -305,7 +309,7 @@ def load_policy(
     trust = check_permission(cfg.model.trust_remote_code, path, remote_code)
     tokenizer = load_tokenizer(path, cfg.model.trust_remote_code, remote_code)
     quant = _quantization(cfg, dtype)
-    masters = not cfg.lora.enabled and quant is None and dtype in HALF
+    masters = not for_inference and not cfg.lora.enabled and quant is None and dtype in HALF
     kwargs = load_kwargs(torch.float32 if masters else dtype, device, quant is not None)
     kwargs["trust_remote_code"] = trust
     if quant is not None:

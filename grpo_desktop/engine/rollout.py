@@ -12,7 +12,7 @@ Does not compute rewards or losses. Try it: see tests/test_rollout.py.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -151,8 +151,11 @@ def generate_completions(
     top_p: float = 1.0,
     greedy: bool = False,
     min_new_tokens: int = 0,
+    on_token: Callable[[int, torch.Tensor], bool | None] | None = None,
 ) -> Completions:
-    """Sample one completion per row of prompt_ids (repeat prompts G times before calling)."""
+    """Sample one completion per row of prompt_ids (repeat prompts G times before calling).
+    `on_token(t, tokens)`: see sampler.sample_tokens (streaming, and False to stop early; models
+    that fall back to `generate` report their tokens only at the end)."""
     was_training = model.training
     model.eval()
     eos_id, pad_id = stop_ids(model, tokenizer), tokenizer.pad_token_id
@@ -167,13 +170,23 @@ def generate_completions(
         with lora_merged(model):
             try:
                 completion_ids = sample_tokens(
-                    model, prompt_ids, prompt_mask, eos_id=eos_id, pad_id=pad_id, **args
+                    model,
+                    prompt_ids,
+                    prompt_mask,
+                    eos_id=eos_id,
+                    pad_id=pad_id,
+                    on_token=on_token,
+                    **args,
                 )  # (N, C')
             except TypeError:  # a forward without position_ids / logits_to_keep: use generate
                 with fast_linear(prompt_ids.device):
                     completion_ids = _hf_generate(
                         model, prompt_ids, prompt_mask, eos_id, pad_id, **args
                     )
+                if on_token is not None:
+                    for t in range(completion_ids.size(1)):
+                        if on_token(t, completion_ids[:, t]) is False:
+                            break
     finally:
         model.train(was_training)
     mask, truncated = completion_mask(completion_ids, eos_id)

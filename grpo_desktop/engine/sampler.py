@@ -34,7 +34,7 @@ import contextlib
 import dataclasses
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -101,9 +101,12 @@ def sample_tokens(
     top_p: float = 1.0,
     greedy: bool = False,
     min_new_tokens: int = 0,
+    on_token: Callable[[int, torch.Tensor], bool | None] | None = None,
 ) -> torch.Tensor:
     """Completion ids (N, C) with C ≤ max_new_tokens; a row ends at its first `eos_id` (any of
-    them when a list) and is padded with pad_id after it."""
+    them when a list) and is padded with pad_id after it. `on_token(t, tokens)` is called with
+    each step's tokens (N,) (pad for finished rows), for streaming; returning False stops the
+    decode there (a cancel): the rows then end where they are, as if cut by the length limit."""
     N = prompt_ids.size(0)
     device = prompt_ids.device
     stops = torch.tensor([eos_id] if isinstance(eos_id, int) else eos_id, device=device)  # (S,)
@@ -141,6 +144,8 @@ def sample_tokens(
             nxt = nxt.masked_fill(finished, pad_id)
             tokens.append(nxt)
             finished |= torch.isin(nxt, stops)
+            if on_token is not None and on_token(t, nxt) is False:
+                break
             if t == max_new_tokens - 1:
                 break
             if (device.type != "cuda" or t % SYNC_EVERY_CUDA == 0) and bool(finished.all()):
