@@ -241,11 +241,11 @@ def write_gguf(
             done += t.nbytes
         writer.close()
         os.replace(partial, path)
-    except OSError as exc:
+    except BaseException as exc:  # a full disk, a cancel raised by `progress`: no .part left
         writer.close()
         if os.path.exists(partial):
             os.remove(partial)
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise UserError(
                 f"The disk holding {out_dir} is full: the GGUF file needs about "
                 f"{total / 2**20:,.0f} MiB. Free some space or export to another disk."
