@@ -244,3 +244,81 @@ def test_cancel_leaves_nothing(lora_run, tmp_path):
             cancel=lambda: len(seen) >= 3,  # after loading the base, before writing
         )
     assert os.listdir(tmp_path) == []
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def cli(*args: str, timeout: int = 300):
+    import subprocess
+    import sys
+
+    from hazards import ROOT
+
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "grpo_desktop", "export", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def test_cli_exports_a_session_as_an_adapter(lora_run, tmp_path):
+    import shutil
+
+    from grpo_desktop.session.document import new_session, save_session
+
+    doc = new_session(str(tmp_path / "s.grpo"), small_demo(True))
+    shutil.copytree(lora_run, doc.run_dir)
+    doc.trained = True
+    save_session(doc)
+    out = tmp_path / "adapter"
+    p = cli(doc.path, "--format", "adapter", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.strip().splitlines()
+    assert len(lines) == 1  # one JSON line on stdout, progress on stderr
+    summary = json.loads(lines[0])
+    assert summary["format"] == "adapter" and summary["out"] == str(out)
+    assert summary["bytes"] == sum(f.stat().st_size for f in out.iterdir())
+    assert summary["step"] == 1 and summary["dtype"] == "float32" and summary["seconds"] > 0
+    assert "%] Copying the adapter" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.slow  # a second CLI process that reads the data: ~15 s at load 4
+def test_cli_exports_a_session_as_a_trl_project(tmp_path):
+    from grpo_desktop.session.document import new_session
+
+    doc = new_session(str(tmp_path / "s.grpo"), small_demo(True))
+    trl = tmp_path / "trl"
+    p = cli(doc.path, "--format", "trl", "--out", str(trl))
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["format"] == "trl" and (trl / "train.py").is_file()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--format", "adapter", "--out", "{busy}"], "already exists and is not empty"),
+        (["--format", "merged", "--out", "{new}", "--checkpoint", "9"], "no checkpoint at step 9"),
+        (["--format", "zip", "--out", "{new}"], "invalid choice: 'zip'"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_one_paragraph(lora_run, tmp_path, args, message):
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "x").write_text("x")
+    args = [a.format(busy=busy, new=tmp_path / "new") for a in args]
+    p = cli(lora_run, *args)
+    assert p.returncode == 2 and message in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and p.stdout == ""
+    assert not (tmp_path / "new").exists()
+
+
+def test_cli_names_a_session_that_has_not_trained(tmp_path):
+    from grpo_desktop.session.document import new_session
+
+    doc = new_session(str(tmp_path / "fresh.grpo"), small_demo(True))
+    p = cli(doc.path, "--format", "merged", "--out", str(tmp_path / "out"))
+    assert p.returncode == 2 and "has not trained yet" in p.stderr and "--format trl" in p.stderr

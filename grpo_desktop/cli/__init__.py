@@ -11,6 +11,8 @@
     grpo-desktop eval --demo | RUN_DIR | MODEL_DIR [--n 200] [--seed S]   (one JSON line)
     grpo-desktop score my.json | my-run.grpo | --demo --input samples.jsonl [--output out.jsonl]
     grpo-desktop estimate my.json | my-run.grpo | --demo [--json]   (memory and time before Start)
+    grpo-desktop export RUN | my-run.grpo | my.json --format adapter|merged|gguf|trl --out DIR
+                          [--checkpoint STEP] [--outtype f16|q8_0] [--force]   (one JSON line)
 
 A session trains into its own run folder: a fresh run when it has none, else only with --resume
 (continue from the last checkpoint) — never silently over a run. Custom checker code from a file
@@ -35,10 +37,11 @@ from grpo_desktop.cli.common import (
     add_trust_checker_argument,
 )
 from grpo_desktop.cli.estimate import add_parser as estimate_parser
+from grpo_desktop.cli.export_cmd import add_parser as export_parser
 from grpo_desktop.cli.score import add_parser as score_parser
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "main"]
-SUBCOMMANDS = ("train", "eval", "open", "config", "score", "estimate")
+SUBCOMMANDS = ("train", "eval", "open", "config", "score", "estimate", "export")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -117,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
 
     score_parser(sub)
     estimate_parser(sub)
+    export_parser(sub)
 
     o = sub.add_parser("open", help="open the window on a session folder (NAME.grpo)")
     o.add_argument("session", help="the session folder (or its session.json)")
@@ -156,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
         from grpo_desktop.cli.estimate import cmd_estimate
 
         return cmd_estimate(args)
+    if args.command == "export":
+        from grpo_desktop.cli.export_cmd import cmd_export
+
+        return cmd_export(args)
     from grpo_desktop.ui.app import run_app
 
     if args.command == "open":

@@ -1,0 +1,132 @@
+"""`grpo-desktop export RUN|SESSION|CONFIG --format adapter|merged|gguf|trl --out DIR`.
+
+A thin layer over `engine.export.export`: a session folder (NAME.grpo) is resolved here to its
+run folder (adapter, merged, gguf) or its settings (trl), since the engine does not read the
+session layer. Progress goes to stderr, one JSON summary line to stdout (format, out, bytes,
+seconds, dtype, step, ...). Exit 2 with a one-paragraph message on bad input (no checkpoint,
+missing base model, an out folder that is not empty without --force, a full disk).
+
+    grpo-desktop export runs/demo --format merged --out exports/demo-merged
+    grpo-desktop export my-run.grpo --format gguf --outtype q8_0 --out exports/q8
+    grpo-desktop export my.json --format trl --out trl-project
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from grpo_desktop.cli.common import EXIT_OK, fail, remote_code_gate
+
+
+def add_parser(sub) -> None:
+    x = sub.add_parser(
+        "export",
+        help="export a run for everyday use: a LoRA adapter, a merged model, GGUF (llama.cpp, "
+        "Ollama, LM Studio) or a TRL project; one JSON line",
+    )
+    x.add_argument(
+        "source",
+        metavar="RUN|SESSION|CONFIG",
+        help="a run folder, a checkpoint folder, a session (NAME.grpo) or, for --format trl, "
+        "a settings JSON",
+    )
+    x.add_argument(
+        "--format",
+        required=True,
+        choices=("adapter", "merged", "gguf", "trl"),
+        help="adapter: the PEFT LoRA folder; merged: the whole model (transformers); gguf: one "
+        ".gguf file and an Ollama Modelfile; trl: a TRL + accelerate project",
+    )
+    x.add_argument("--out", required=True, metavar="DIR", help="the folder to write (new or empty)")
+    x.add_argument(
+        "--checkpoint", type=int, metavar="STEP", help="the checkpoint's step (default: the newest)"
+    )
+    x.add_argument(
+        "--outtype", choices=("f16", "q8_0"), default="f16", help="GGUF weights (default f16)"
+    )
+    x.add_argument(
+        "--force", action="store_true", help="replace what the --out folder holds (at the end)"
+    )
+    x.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow the model's own Python code when the run's config sets "
+        "model.trust_remote_code, and remember it as trusted",
+    )
+    x.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def _source(args):
+    """(what the engine exports, the run folder or None) for the command's source."""
+    from grpo_desktop.session.document import SessionError, is_session, load_session
+
+    if is_session(args.source):
+        try:
+            doc = load_session(args.source)
+        except SessionError as exc:
+            raise _Bad(str(exc)) from None
+        if args.format == "trl":
+            return doc.config, None
+        if not os.path.isdir(doc.run_dir):
+            raise _Bad(
+                f"The session {args.source} has not trained yet (no run folder), so there is "
+                "nothing to export but its settings: --format trl."
+            )
+        return doc.run_dir, doc.run_dir
+    if not os.path.exists(args.source):
+        raise _Bad(
+            f"{args.source} does not exist: give a run folder, a session or a settings file."
+        )
+    return args.source, args.source if os.path.isdir(args.source) else None
+
+
+class _Bad(Exception):
+    pass
+
+
+def _progress(quiet: bool):
+    if quiet:
+        return None
+    last = [""]
+
+    def show(fraction: float, message: str) -> None:
+        if message and message != last[0]:
+            last[0] = message
+            print(f"[{fraction * 100:3.0f}%] {message}", file=sys.stderr, flush=True)
+
+    return show
+
+
+def cmd_export(args) -> int:
+    from grpo_desktop.engine.errors import UserError
+    from grpo_desktop.engine.export import export, plan_export
+
+    try:
+        source, run_dir = _source(args)
+        remote_code = None
+        if args.format != "trl":
+            plan = plan_export(source, args.format, args.checkpoint, args.outtype)
+            folders = [] if plan.is_adapter else [plan.weights]
+            refusal, remote_code = remote_code_gate(
+                plan.cfg, args.source, run_dir, args.trust_remote_code, folders
+            )
+            if refusal:
+                return fail(refusal)
+        result = export(
+            source,
+            args.format,
+            args.out,
+            checkpoint=args.checkpoint,
+            outtype=args.outtype,
+            force=args.force,
+            progress=_progress(args.quiet),
+            remote_code=remote_code,
+        )
+    except _Bad as exc:
+        return fail(str(exc))
+    except UserError as exc:
+        return fail(str(exc))
+    print(json.dumps(result))
+    return EXIT_OK
