@@ -1,0 +1,543 @@
+"""The TRL export (engine/export_trl.py): every mapped setting reaches the GRPOConfig (or peft,
+bitsandbytes, data, reward object) that the exported train.py builds from it, the prompts and
+rewards are the app's, the README lists what TRL cannot do, and the exported project runs
+unchanged: one process here, two processes (gloo on the CPU) in the slow suite.
+
+The GRPOConfigs are built in this process by the exported train.py's own functions (loaded from
+the exported folder), from the exported settings.json."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from grpo_desktop.engine.config import TrainConfig
+from grpo_desktop.engine.export_trl import (
+    ACCELERATE_CONFIGS,
+    TESTED_VERSIONS,
+    requirements,
+    write_trl_project,
+)
+from grpo_desktop.engine.export_trl_map import MAPPED, UNMAPPED, batch_layout
+
+ROOT = Path(__file__).resolve().parent.parent
+pytest.importorskip("trl")
+
+# Small and quick: B·G = 4 completions of at most 8 tokens; 24 problems.
+BASE = TrainConfig().replace(
+    algorithm={"prompts_per_step": 2, "num_generations": 2, "max_completion_length": 8},
+    data={"arithmetic_size": 24, "eval_size": 4},
+    run={"max_steps": 3},
+)
+
+
+def _load_train(folder: Path):
+    spec = importlib.util.spec_from_file_location(
+        f"trl_train_{abs(hash(folder))}", folder / "train.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """(folder, train module) of BASE's export."""
+    folder = tmp_path_factory.mktemp("trl-project")
+    write_trl_project(BASE, str(folder))
+    return folder, _load_train(folder)
+
+
+def _export(tmp_path: Path, cfg: TrainConfig) -> dict:
+    write_trl_project(cfg, str(tmp_path))
+    return json.loads((tmp_path / "settings.json").read_text())
+
+
+def _grpo(train, settings: dict, overrides: dict | None = None, world: int = 1):
+    return train.build_grpo_config(settings, {"output_dir": "unused", **(overrides or {})}, world)
+
+
+# ---------------------------------------------------------------- each mapped setting
+
+
+def _layout(config) -> tuple[int, int]:
+    return config.per_device_train_batch_size, config.gradient_accumulation_steps
+
+
+# (setting, new value, what to read from (GRPOConfig, settings, train module), expected value)
+CASES = [
+    ("algorithm.loss_type", "dapo", lambda c, s, t: c.loss_type, "dapo"),
+    ("algorithm.beta", 0.0, lambda c, s, t: c.beta, 0.0),
+    ("algorithm.epsilon_low", 0.1, lambda c, s, t: c.epsilon, 0.1),
+    ("algorithm.epsilon_high", 0.28, lambda c, s, t: c.epsilon_high, 0.28),
+    ("algorithm.scale_rewards", "batch", lambda c, s, t: c.scale_rewards, "batch"),
+    ("algorithm.num_generations", 4, lambda c, s, t: (c.num_generations, _layout(c)), (4, (4, 2))),
+    # B = 3, G = 2: 6 completions a step; micro-batch auto = up to G = 2 -> 2 x 3 accumulations
+    ("algorithm.prompts_per_step", 3, lambda c, s, t: _layout(c), (2, 3)),
+    ("algorithm.micro_batch_size", 1, lambda c, s, t: _layout(c), (1, 4)),
+    ("algorithm.max_completion_length", 32, lambda c, s, t: c.max_completion_length, 32),
+    (
+        "algorithm.min_completion_length",
+        4,
+        lambda c, s, t: c.generation_kwargs,
+        {"min_new_tokens": 4},
+    ),
+    ("algorithm.temperature", 0.7, lambda c, s, t: c.temperature, 0.7),
+    ("algorithm.top_p", 0.9, lambda c, s, t: c.top_p, 0.9),
+    ("algorithm.learning_rate", 3e-5, lambda c, s, t: c.learning_rate, 3e-5),
+    ("algorithm.lr_scheduler", "cosine", lambda c, s, t: str(c.lr_scheduler_type.value), "cosine"),
+    ("algorithm.warmup_steps", 5, lambda c, s, t: c.warmup_steps, 5),
+    ("algorithm.weight_decay", 0.1, lambda c, s, t: c.weight_decay, 0.1),
+    ("algorithm.max_grad_norm", 0.5, lambda c, s, t: c.max_grad_norm, 0.5),
+    (
+        "algorithm.importance_sampling_level",
+        "sequence",
+        lambda c, s, t: c.importance_sampling_level,
+        "sequence",
+    ),
+    (
+        "algorithm.mask_truncated_completions",
+        True,
+        lambda c, s, t: c.mask_truncated_completions,
+        True,
+    ),
+    # two updates per batch: TRL counts each update as a step
+    ("algorithm.num_iterations", 2, lambda c, s, t: (c.num_iterations, c.max_steps), (2, 6)),
+    ("run.max_steps", 7, lambda c, s, t: c.max_steps, 7),
+    ("run.seed", 3, lambda c, s, t: c.seed, 3),
+    (
+        "run.checkpoint_every",
+        5,
+        lambda c, s, t: (c.save_strategy.value, c.save_steps),
+        ("steps", 5),
+    ),
+    ("run.keep_checkpoints", 3, lambda c, s, t: c.save_total_limit, 3),
+    (
+        "model.gradient_checkpointing",
+        True,
+        lambda c, s, t: (c.activation_checkpointing, c.gradient_checkpointing),
+        (True, True),
+    ),
+    ("model.trust_remote_code", True, lambda c, s, t: c.trust_remote_code, True),
+    (
+        "model.name_or_path",
+        "/models/mine",
+        lambda c, s, t: t.model_path(s["runtime"]["model"]),
+        "/models/mine",
+    ),
+    (
+        "model.dtype",
+        "bfloat16",
+        lambda c, s, t: (c.model_init_kwargs["dtype"], c.bf16, c.fp16),
+        ("bfloat16", True, False),
+    ),
+    ("model.device", "cpu", lambda c, s, t: c.use_cpu, True),
+    ("lora.enabled", False, lambda c, s, t: t.build_peft_config(s), None),
+    ("lora.r", 8, lambda c, s, t: t.build_peft_config(s).r, 8),
+    ("lora.alpha", 12.0, lambda c, s, t: t.build_peft_config(s).lora_alpha, 12.0),
+    ("lora.dropout", 0.05, lambda c, s, t: t.build_peft_config(s).lora_dropout, 0.05),
+    (
+        "lora.target_modules",
+        "q_proj, v_proj",
+        lambda c, s, t: sorted(t.build_peft_config(s).target_modules),
+        ["q_proj", "v_proj"],
+    ),
+    (
+        "quantization.mode",
+        "4bit",
+        lambda c, s, t: (lambda q: q and (q.load_in_4bit, q.bnb_4bit_quant_type))(
+            t.build_quantization_config(s, "float32")
+        ),
+        (True, "nf4"),
+    ),
+    (
+        "quantization.double_quant",
+        False,
+        lambda c, s, t: s["quantization"]["bnb_4bit_use_double_quant"],
+        False,
+    ),
+    ("data.source", "file", lambda c, s, t: s["data"]["source"], "file"),
+    ("data.prompt_column", "problem", lambda c, s, t: s["data"]["prompt_column"], "problem"),
+    ("data.answer_column", "solution", lambda c, s, t: s["data"]["answer_column"], "solution"),
+    ("data.system_prompt", "Be brief.", lambda c, s, t: s["data"]["system_prompt"], "Be brief."),
+    ("rewards.accuracy_weight", 2.0, lambda c, s, t: c.reward_weights, [2.0, 0.2]),
+    (
+        "rewards.format_weight",
+        0.0,
+        lambda c, s, t: (c.reward_weights, s["rewards"]["functions"]),
+        ([1.0], ["accuracy"]),
+    ),
+    ("rewards.custom_weight", 0.5, lambda c, s, t: c.reward_weights, [1.0, 0.2, 0.5]),
+    (
+        "rewards.custom_checker",
+        "def check(c, a, p):\n    return 1.0\n",
+        lambda c, s, t: (s["rewards"]["functions"], s["rewards"]["custom_checker"]),
+        (["accuracy", "format", "custom"], "custom_checker.py"),
+    ),
+]
+# Settings that only make sense together with another change.
+EXTRA = {
+    "rewards.custom_weight": {
+        "rewards": {"custom_checker": "def check(c, a, p):\n    return 1.0\n"}
+    },
+    "quantization.double_quant": {"quantization": {"mode": "4bit"}},
+    "data.source": {"data": {"path": "FILE"}},
+    "data.prompt_column": {"data": {"source": "file", "path": "FILE"}},
+    "data.answer_column": {"data": {"source": "file", "path": "FILE"}},
+}
+
+
+def test_every_mapped_setting_has_a_case():
+    assert {m.setting for m in MAPPED} == {case[0] for case in CASES}
+
+
+@pytest.mark.parametrize("setting,value,read,expected", CASES, ids=[c[0] for c in CASES])
+def test_a_changed_setting_changes_its_trl_field(project, tmp_path, setting, value, read, expected):
+    _, train = project
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "problem": f"{i} + 1?",
+                    "solution": f"#### {i + 1}",
+                    "question": f"q{i}",
+                    "answer": "1",
+                }
+            )
+            + "\n"
+            for i in range(12)
+        )
+    )
+    # A hub id, so the exports copy no model; what else the setting needs (EXTRA) in both.
+    before = BASE.replace(model={"name_or_path": "some-org/some-model"})
+    for section, values in EXTRA.get(setting, {}).items():
+        before = before.replace(
+            **{section: {k: str(rows) if v == "FILE" else v for k, v in values.items()}}
+        )
+    section, name = setting.split(".")
+    after = before.replace(**{section: {name: value}})
+    assert after.validate() == []
+    old = _export(tmp_path / "before", before)
+    new = _export(tmp_path / "after", after)
+    got_old = read(_grpo(train, old), old, train)
+    got_new = read(_grpo(train, new), new, train)
+    assert got_new == expected
+    assert got_old != expected  # the change is what made the difference
+
+
+def test_min_completion_length_is_min_tokens_with_vllm(project, tmp_path):
+    _, train = project
+    settings = _export(tmp_path, BASE.replace(algorithm={"min_completion_length": 4}))
+    config = _grpo(train, settings, {"use_vllm": True, "vllm_mode": "colocate"})
+    assert config.generation_kwargs == {"min_tokens": 4}
+    assert config.use_vllm and config.vllm_mode == "colocate"
+
+
+def test_fixed_fields_keep_the_app_behaviour(project):
+    folder, train = project
+    config = _grpo(train, train.load_settings())
+    assert config.use_bias_correction_kl is False  # the app's plain k3 KL
+    assert config.logging_steps == 1 and config.log_completions is True
+    assert str(config.lr_scheduler_type.value) == "constant_with_warmup"
+    assert config.remove_unused_columns is False
+    assert config.activation_checkpointing is False  # TRL's default would be True
+    assert _layout(config) == (2, 2)  # B·G = 4, micro-batch up to G = 2
+
+
+# ---------------------------------------------------------------- command line, batch layout
+
+
+def test_command_line_overrides_win_even_at_trl_defaults(project):
+    _, train = project
+    args, overrides = train.parse_args(
+        ["--max_steps", "2", "--output_dir", "out", "--beta", "0.0", "--model", "m"]
+    )
+    assert overrides == {"max_steps": 2, "output_dir": "out", "beta": 0.0}
+    assert args.model == "m"
+    config = train.build_grpo_config(train.load_settings(), overrides, 1)
+    # beta 0.0 is TRL's default, but the settings say 0.04: the command line still wins
+    assert (config.max_steps, config.output_dir, config.beta) == (2, "out", 0.0)
+
+
+def test_an_unknown_flag_is_refused(project, capsys):
+    _, train = project
+    with pytest.raises(SystemExit):
+        train.parse_args(["--max_stepz", "2"])
+    assert "--max_stepz" in capsys.readouterr().err
+
+
+def test_batch_layout_keeps_b_times_g_on_any_number_of_processes():
+    # 4 prompts x 8 = 32 completions: one process accumulates 4 micro-batches of G = 8;
+    # 8 GPUs take 4 each in one pass; 32 GPUs one each.
+    assert batch_layout(32, 1, group=8) == (8, 4)
+    assert batch_layout(32, 8, group=8) == (4, 1)
+    assert batch_layout(32, 32, group=8) == (1, 1)
+    assert batch_layout(32, 2, micro=4, group=8) == (4, 4)
+    assert batch_layout(32, 2, per_device=16) == (16, 1)
+    with pytest.raises(ValueError, match="do not split evenly over 3 processes"):
+        batch_layout(32, 3)
+    with pytest.raises(ValueError, match="pick a divisor of 16"):
+        batch_layout(32, 2, per_device=5)
+
+
+def test_a_world_that_does_not_divide_b_times_g_stops_with_a_message(project):
+    _, train = project
+    with pytest.raises(SystemExit, match="do not split evenly over 3 processes"):
+        train.build_grpo_config(train.load_settings(), {"output_dir": "o"}, 3)
+
+
+# ---------------------------------------------------------------- prompts, data, rewards
+
+
+def _templates():
+    from grpo_desktop.engine.tiny import build_tokenizer
+
+    chat = build_tokenizer()
+    plain = build_tokenizer()
+    plain.chat_template = None
+    no_system = build_tokenizer()
+    no_system.chat_template = (
+        "{% if messages[0]['role'] == 'system' %}{{ raise_exception('no system role') }}{% endif %}"
+        + chat.chat_template
+    )
+    return {"chat": chat, "plain": plain, "no_system": no_system}
+
+
+@pytest.mark.parametrize("kind", ["chat", "plain", "no_system"])
+@pytest.mark.parametrize("system", ["Think first.", ""])
+def test_prompts_render_as_the_apps(project, kind, system):
+    from grpo_desktop.engine.data import build_prompt
+
+    _, train = project
+    tok = _templates()[kind]
+    prompt = train.prompt_maker(tok, system)("What is 7 × 8?")
+    rendered = (
+        prompt
+        if isinstance(prompt, str)
+        else tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    )
+    assert rendered == build_prompt(tok, "What is 7 × 8?", system)
+    assert isinstance(prompt, str) == (kind == "plain")
+
+
+def test_file_data_keeps_the_apps_rows_columns_and_answers(project, tmp_path):
+    from grpo_desktop.engine.data import load_data
+    from grpo_desktop.engine.tiny import build_tokenizer
+
+    _, train = project
+    rows = tmp_path / "gsm.jsonl"
+    lines = [
+        {"problem": f"Tom has {i} apples. One more?", "solution": f"{i}+1 #### {i + 1:,}"}
+        for i in range(998, 1010)
+    ]
+    lines.insert(3, {"problem": "", "solution": "#### 1"})  # skipped by the app: no prompt
+    rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    cfg = BASE.replace(
+        data={
+            "source": "file",
+            "path": str(rows),
+            "prompt_column": "problem",
+            "answer_column": "solution",
+            "eval_size": 2,
+        }
+    )
+    out = tmp_path / "p"
+    summary = write_trl_project(cfg, str(out))
+    settings = train.load_settings(str(out / "settings.json"))
+    dataset = train.load_train_dataset(
+        settings, build_tokenizer(), str(out / "data" / "train.jsonl")
+    )
+    app = load_data(cfg.data, cfg.run.seed)
+    assert summary["train_rows"] == len(dataset) == len(app.train) == 10
+    assert dataset["problem"] == [ex.problem for ex in app.train]
+    assert dataset["answer"] == [ex.answer for ex in app.train]  # '#### 1,001' -> '1001'
+    assert "1001" in dataset["answer"]
+    assert dataset[0]["prompt"][0] == {"role": "system", "content": cfg.data.system_prompt}
+    assert len((out / "data" / "heldout.jsonl").read_text().splitlines()) == 2
+
+
+def test_rewards_score_as_the_apps_reward_set(project, tmp_path):
+    from grpo_desktop.engine.rewards import RewardSet
+    from grpo_desktop.engine.tiny import build_tokenizer
+
+    _, train = project
+    checker = "def check(completion, answer, prompt):\n    if 'boom' in completion:\n        raise ValueError('boom')\n    return float(answer in completion)\n"
+    cfg = BASE.replace(rewards={"custom_checker": checker, "custom_weight": 0.5})
+    out = tmp_path / "p"
+    write_trl_project(cfg, str(out))
+    assert (out / "custom_checker.py").read_text() == checker
+    tok = build_tokenizer()
+    texts = [
+        "<think>7*8</think><answer>56</answer>",
+        "It is 54 or 56.",
+        "<think>x</think><answer>boom</answer>",
+        "The answer is 56",
+    ]
+    ids = [tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for t in texts]
+    problems, answers = ["What is 7 × 8?"] * 4, ["56"] * 4
+    extra, metrics = {}, {}
+    train = _load_train(out)  # this export's train.py reads its custom_checker.py
+    rewards = train.AppRewards(train.load_settings(), tok)
+    try:
+        got = {
+            fn.__name__: fn(
+                prompts=problems,
+                completions=texts,
+                completion_ids=ids,
+                problem=problems,
+                answer=answers,
+                log_extra=lambda k, v: extra.setdefault(k, v),
+                log_metric=lambda k, v: metrics.setdefault(k, v),
+            )
+            for fn in rewards.functions()
+        }
+    finally:
+        rewards.close()
+    with RewardSet(cfg.rewards) as app:
+        expected = app.score(problems, texts, answers)
+    assert list(got) == expected.names == ["accuracy", "format", "custom"]
+    assert got == expected.values
+    assert got["accuracy"] == [1.0, 0.0, 0.0, 1.0]  # the hedge scores 0 (strict checker)
+    assert extra["extracted"][0] == "56"
+    assert "several answers" in extra["reasons"][1]
+    assert got["custom"][2] is None and "boom" in extra["checker_error"][2]
+    assert metrics["checker_error_rate"] == 0.25
+
+
+# ---------------------------------------------------------------- files
+
+
+def test_the_project_holds_everything_to_run_it(project):
+    folder, _ = project
+    for name in ("train.py", "settings.json", "requirements.txt", "README.md", "slurm.sbatch"):
+        assert (folder / name).is_file(), name
+    for name in ACCELERATE_CONFIGS:
+        text = (folder / "accelerate" / name).read_text()
+        assert "mixed_precision: bf16" in text and "@MIXED_PRECISION@" not in text
+    assert (folder / "model" / "config.json").is_file()  # builtin:demo copied in
+    settings = json.loads((folder / "settings.json").read_text())
+    assert settings["runtime"]["model"] == "model"
+    assert settings["app_settings"] == BASE.to_dict()
+
+
+def test_readme_lists_the_unmapped_settings_and_the_launches(project):
+    folder, _ = project
+    readme = (folder / "README.md").read_text()
+    assert not [tag for tag in ("@BG@", "@MAPPED@", "@UNMAPPED@", "@LAYOUTS@") if tag in readme]
+    unmapped = readme.split("## Settings TRL has no equivalent for", 1)[1]
+    for u in UNMAPPED:
+        assert f"`{u.setting}`" in unmapped, u.setting
+    for m in MAPPED:
+        assert f"`{m.setting}`" in readme, m.setting
+    assert "accelerate launch --num_processes 2 --cpu train.py" in readme
+    assert "sbatch slurm.sbatch" in readme and "--machine_rank" in readme
+    assert "--use_vllm true --vllm_mode colocate" in readme and "--vllm_mode server" in readme
+    # B·G = 4: 2 processes take 2 each in one pass; 8 processes cannot split 4
+    assert "| 2 | 2 | 1 |" in readme and "| 8 | - | - (does not divide 4) |" in readme
+
+
+def test_requirements_pin_the_installed_tested_versions():
+    assert {name: metadata.version(name) for name in TESTED_VERSIONS} == TESTED_VERSIONS
+    text = requirements()
+    assert "grpo-desktop==0.1.0" in text and "trl==1.16.0" in text and "torch>=" in text
+
+
+def test_export_imports_no_torch(tmp_path):
+    code = (
+        "import sys\n"
+        "from grpo_desktop.engine.export_trl import write_trl_project\n"
+        "from grpo_desktop.engine.config import TrainConfig\n"
+        f"write_trl_project(TrainConfig(), {str(tmp_path)!r})\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'trl', 'datasets') if m in sys.modules))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_invalid_settings_are_not_exported(tmp_path):
+    from grpo_desktop.engine.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="Group size G .* must be at least 2"):
+        write_trl_project(BASE.replace(algorithm={"num_generations": 1}), str(tmp_path))
+
+
+# ---------------------------------------------------------------- real runs
+
+
+def _run(cmd: list[str], cwd: Path, timeout: int) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def _logged_steps(out: Path) -> list[dict]:
+    state = json.loads((out / "trainer_state.json").read_text())
+    return [h for h in state["log_history"] if "loss" in h]
+
+
+METRICS = (
+    "reward",
+    "reward_std",
+    "rewards/accuracy/mean",
+    "rewards/format/mean",
+    "frac_reward_zero_std",
+    "kl",
+    "entropy",
+    "loss",
+    "grad_norm",
+    "learning_rate",
+    "completions/mean_length",
+    "completions/clipped_ratio",
+    "clip_ratio/region_mean",
+    "num_tokens",
+    "step_time",
+)
+
+
+def test_the_exported_project_trains_one_step_unchanged(project, tmp_path):
+    folder, _ = project
+    out = tmp_path / "out"
+    result = _run(
+        [sys.executable, "train.py", "--max_steps", "1", "--output_dir", str(out)], folder, 300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (step,) = _logged_steps(out)
+    assert step["step"] == 1
+    assert set(METRICS) <= set(step), sorted(set(METRICS) - set(step))
+    import pandas as pd
+
+    table = pd.read_parquet(out / "completions" / "completions_00001.parquet")
+    assert len(table) == 4  # B·G
+    assert {"prompt", "completion", "accuracy", "format", "advantage", "extracted"} <= set(
+        table.columns
+    )
+    assert (out / "adapter_config.json").is_file()  # LoRA: the trained adapter is saved
+
+
+@pytest.mark.slow
+def test_the_exported_project_trains_on_two_cpu_processes(project, tmp_path):
+    folder, _ = project
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--cpu"]
+    cmd += ["train.py", "--max_steps", "2", "--output_dir", str(out)]
+    result = _run(cmd, folder, 600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    steps = _logged_steps(out)
+    assert [s["step"] for s in steps] == [1, 2]
+    for step in steps:
+        assert set(METRICS) <= set(step)
+    assert sorted(os.listdir(out / "completions")) == [
+        "completions_00001.parquet",
+        "completions_00002.parquet",
+    ]
