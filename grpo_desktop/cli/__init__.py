@@ -7,6 +7,7 @@
     grpo-desktop train --resume runs/a [--steps N]
     grpo-desktop train my-run.grpo [--resume] [--trust-checker]   (a session saved by the app)
     grpo-desktop open my-run.grpo         open the window on a session (also: grpo-desktop my-run.grpo)
+    grpo-desktop open TRL_OUTPUT_DIR      watch a TRL run (or RUN_DIR) read-only, live while it trains
     grpo-desktop config --demo > my.json  (or --preset dapo)
     grpo-desktop eval --demo | RUN_DIR | MODEL_DIR [--n 200] [--seed S]   (one JSON line)
     grpo-desktop score my.json | my-run.grpo | --demo --input samples.jsonl [--output out.jsonl]
@@ -122,8 +123,12 @@ def _parser() -> argparse.ArgumentParser:
     estimate_parser(sub)
     export_parser(sub)
 
-    o = sub.add_parser("open", help="open the window on a session folder (NAME.grpo)")
-    o.add_argument("session", help="the session folder (or its session.json)")
+    o = sub.add_parser(
+        "open",
+        help="open the window on a session folder (NAME.grpo), or on a run folder read-only: a "
+        "TRL output_dir or a GRPO Desktop run, followed live while it is written",
+    )
+    o.add_argument("session", help="the session folder (or its session.json), or the run folder")
 
     c = sub.add_parser("config", help="print a config as JSON for editing")
     c.add_argument("--demo", action="store_true", help="the built-in demo's config (default)")

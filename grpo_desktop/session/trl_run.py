@@ -56,7 +56,7 @@ from grpo_desktop.session.trl_completions import (
 
 STALE_S = 30.0  # a file unchanged this long that cannot be read is damaged, not being written
 BAD_POLLS = 3  # or one that failed this many polls in a row with the same size and time
-DEVICE = "TRL (read-only)"
+DEVICE = "TRL"
 
 
 def is_trl_run(folder: str) -> bool:
@@ -110,6 +110,7 @@ class TrlRunReader:
     def __init__(self, folder: str, monitor: HealthMonitor | None = None):
         self.folder = os.path.abspath(folder)
         self.monitor = monitor or HealthMonitor()
+        self.events_path: str | None = None  # no events.jsonl: the rows stay in memory
         self.last_step = 0  # the last step whose metrics were given out
         self.total_steps = 0
         self.finished = False
@@ -128,6 +129,15 @@ class TrlRunReader:
     def poll(self) -> list[Event]:
         """The events that are new since the last poll (all of them the first time)."""
         out: list[Event] = []
+        state, warnings = self._newest_state()
+        if state is not None:
+            self.total_steps = trl_state.total_steps(state) or self.total_steps
+            self._reward_names = {
+                k.split("/")[1]
+                for m in trl_state.step_metrics(state).values()
+                for k in m
+                if k.startswith("rewards/") and k.endswith("/mean") and k.count("/") == 2
+            }
         if not self.started:
             self.started = True
             out.append(
@@ -135,21 +145,13 @@ class TrlRunReader:
                     run_id=os.path.basename(self.folder),
                     config={},
                     start_step=0,
-                    total_steps=0,
+                    total_steps=self.total_steps,
                     device=DEVICE,
                     model=model_name(self.folder),
                     time=time.time(),
                 )
             )
-        state, warnings = self._newest_state()
         out += warnings
-        if state is not None:
-            self._reward_names = {
-                k.split("/")[1]
-                for m in trl_state.step_metrics(state).values()
-                for k in m
-                if k.startswith("rewards/") and k.endswith("/mean") and k.count("/") == 2
-            }
         out += self._new_rollouts()
         if state is not None:
             out += self._new_steps(state)

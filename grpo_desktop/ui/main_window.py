@@ -55,6 +55,7 @@ from grpo_desktop.ui.session.dialogs import (
 )
 from grpo_desktop.ui.session.model import UNTRUSTED_CHECKER, SessionModel
 from grpo_desktop.ui.session.resume_banner import ResumeBanner
+from grpo_desktop.ui.session.run_folder import RunFolderFollower
 from grpo_desktop.ui.welcome import WelcomePanel
 from grpo_desktop.ui.window_fit import PREFERRED_SIZE, dock_width_for, fit_window, keep_on_screen
 
@@ -163,6 +164,8 @@ class MainWindow(LearnAndHelp, QMainWindow):
         self.alarms = AlarmBanners(self.model)  # one banner per alarm kind, under the message bar
         self._central_column.insertWidget(1, self.alarms)
         self.session = SessionController(self, self.settings)
+        self.run_folder = RunFolderFollower(self)  # File ▸ Open Run Folder…: read-only, followed
+        self._central_column.insertWidget(1, self.run_folder.banner)
         self.state_label = QLabel()
         self.device_label = QLabel("Checking the device…")
         self.memory_label = QLabel()
@@ -255,6 +258,9 @@ class MainWindow(LearnAndHelp, QMainWindow):
         """Start training: continue the session's run when it can be continued (unless `fresh`),
         else start from step 0 — asking first when that would replace a run. Shows why not."""
         if self.model.running:
+            return False
+        if self.model.read_only:  # a run folder watched (ui/session/run_folder.py)
+            self.show_message("error", self.model.start()[0])
             return False
         if not self.model.checker_trusted():
             self.show_message("error", UNTRUSTED_CHECKER)
@@ -408,6 +414,7 @@ class MainWindow(LearnAndHelp, QMainWindow):
         for name in ("dataset", "reward", "hyper"):
             self.tabifyDockWidget(self.docks["model"], self.docks[name])
         self.docks["model"].raise_()
+        self.run_folder.apply_layout()  # a TRL run shown read-only keeps its settings hidden
         self._fit_to_screen()
 
     def _fit_to_screen(self) -> None:
@@ -449,6 +456,7 @@ class MainWindow(LearnAndHelp, QMainWindow):
         self.probe.stop()
         self.estimate_view.stop()
         self.memory_timer.stop()
+        self.run_folder.stop()
         self.plots.timer.stop()
         self.save_layout()
         self.session.window_closed()

@@ -110,6 +110,7 @@ class RunControls(QObject):
             "pause_reached",
             "session_replaced",
             "config_changed",
+            "run_finished",
         )
         model.config_replaced.connect(self.update_start_action)
         self._on_model_session_replaced()
@@ -131,7 +132,9 @@ class RunControls(QObject):
             self.start_action.setText("Start")
             self.start_action.setToolTip(START_TIP)
         self.start_over_action.setEnabled(
-            not self.model.running and self.model.history.run is not None
+            not self.model.running
+            and self.model.history.run is not None
+            and not self.model.read_only
         )
 
     def _on_model_config_changed(self, section: str, name: str) -> None:
@@ -161,6 +164,10 @@ class RunControls(QObject):
         state = self._state()
         if state == PAUSED and self.paused_at is not None:
             return f"Paused after step {self.paused_at}"
+        if self.model.read_only:  # a run folder shown read-only (ui/session/run_folder.py)
+            h = self.model.history
+            of = f" of {h.total_steps}" if h.total_steps else ""
+            return f"Read-only: {'finished, ' if h.finished else ''}step {h.last_step}{of}"
         if state == IDLE and self.model.history.run is not None:  # an opened session's run
             status = self.model.run_state().status
             return (
@@ -172,7 +179,7 @@ class RunControls(QObject):
         active = state in ACTIVE_STATES
         if active:
             self._final_is_ours = True  # this session's run (even one that fails to start)
-        self.start_action.setEnabled(not active)
+        self.start_action.setEnabled(not active and not self.model.read_only)
         self.pause_action.setEnabled(state in (RUNNING, PAUSED))
         self.pause_action.setText("Resume" if state == PAUSED else "Pause")
         self.stop_action.setEnabled(state in (STARTING, RUNNING, PAUSED))
@@ -198,6 +205,9 @@ class RunControls(QObject):
         self.progress.setValue(step)
         self._update_text()
 
+    def _on_model_run_finished(self, _event) -> None:
+        self._update_text()
+
     def _on_model_pause_reached(self) -> None:
         self.paused_at = self.model.history.last_step
         self._update_text()
@@ -213,6 +223,8 @@ class RunControls(QObject):
         eta = h.eta_seconds() if state in (RUNNING, STOPPING) else None
         if eta is not None and h.last_step < h.total_steps:
             text += f" · {format_duration(eta)} left"
+        elif self.model.read_only:  # a run folder watched (ui/session/run_folder.py)
+            text += " · finished" if h.finished else " · read-only"
         elif state == IDLE and h.run is not None:  # a session opened with its run
             text += f" · {self.model.run_state().status}"
         elif state not in ACTIVE_STATES:

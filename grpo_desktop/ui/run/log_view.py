@@ -45,6 +45,11 @@ class LogView(QPlainTextEdit):
         )
 
     def _on_model_run_started(self, e) -> None:
+        if self.model.read_only:  # a run folder watched, not trained here (ui/session/run_folder)
+            self.add(
+                f"Reading {self.model.read_only} (read-only): {e.model}, {e.total_steps} steps."
+            )
+            return
         what = "Resumed" if e.resumed else "Started"
         params = f"{e.num_parameters / 1e6:.2f}M parameters, {e.num_trainable / 1e6:.3f}M trainable"
         self.add(f"{what} training {e.model} on {e.device} ({params}), {e.total_steps} steps.")

@@ -84,6 +84,12 @@ class SessionController(QObject):
         self.new_action = self._action("&New Session", "Ctrl+N", self.new_session)
         self.new_action.setStatusTip("A new session with the current settings and no run yet")
         self.open_action = self._action("&Open Session…", "Ctrl+O", self.open_dialog)
+        self.open_run_action = self._action(
+            "Open Run &Folder…", "Ctrl+Shift+O", lambda: self.window.run_folder.open_dialog()
+        )
+        self.open_run_action.setStatusTip(
+            "Watch a TRL output_dir or a GRPO Desktop run folder read-only, live while it trains"
+        )
         self.save_action = self._action("&Save", "Ctrl+S", self.save)
         self.save_as_action = self._action("Save &As…", "Ctrl+Shift+S", self.save_as)
         self.close_action = self._action("&Close Session", "Ctrl+W", self.close_session)
@@ -106,7 +112,7 @@ class SessionController(QObject):
         return action
 
     def fill_menu(self, menu: QMenu) -> None:
-        menu.addActions([self.new_action, self.open_action])
+        menu.addActions([self.new_action, self.open_action, self.open_run_action])
         menu.addMenu(self.recent_menu)
         menu.addSeparator()
         menu.addActions([self.save_action, self.save_as_action, self.close_action])
@@ -166,7 +172,10 @@ class SessionController(QObject):
 
     def _on_model_state_changed(self, state: str) -> None:
         idle = state not in ACTIVE_STATES
-        for action in (self.new_action, self.open_action, self.save_as_action, self.close_action):
+        for action in (
+            self.new_action, self.open_action, self.open_run_action, self.save_as_action,
+            self.close_action,
+        ):  # fmt: skip
             action.setEnabled(idle)
         self.recent_menu.setEnabled(idle)
 
@@ -217,6 +226,8 @@ class SessionController(QObject):
         path = os.path.abspath(path)
         if path == self.model.doc.path:
             return True
+        if self.window.run_folder.recognises(path):  # a TRL or app run folder: read-only
+            return self.window.run_folder.open(path)
         try:
             doc = load_session(path)
         except SessionError as exc:

@@ -104,6 +104,8 @@ class SessionModel(QObject):
         self._typed_checker: str | None = None  # checker code the user wrote in this window
         self._trusted = self.checker_trusted()
         self.device_info: dict[str, Any] = {}
+        self.read_only = ""  # what the window shows read-only (show_run_folder); "" otherwise
+        self.read_only_folder = ""  # the run folder it shows then (its models: Try, Compare)
         self.runner = TrainingRunner(train_fn, self)
         self.runner.state_changed.connect(self._on_runner_state_changed)
         self.runner.event_received.connect(self._on_runner_event_received)
@@ -235,12 +237,26 @@ class SessionModel(QObject):
             raise SessionError("Stop the run before switching sessions.")
         history = load_history(doc, self.max_rollout_rows)
         self.doc, self.history = doc, history
+        self.read_only = self.read_only_folder = ""
         self._saved = doc.config.to_dict()
         self._typed_checker = None
         self.config = _copy(config or doc.config)
         self._after_edit()
         self.config_replaced.emit()
         self.session_replaced.emit()
+
+    def show_run_folder(self, history: RunHistory, description: str, folder: str = "") -> None:
+        """Show a run that is not this session's, read-only (ui/session/run_folder.py): its
+        history replaces this one's, Start is refused, and `apply_event` feeds what it logs
+        next. Opening or starting another session ends it."""
+        if self.runner.active:
+            raise SessionError("Stop the run before opening another run folder.")
+        self.history, self.read_only, self.read_only_folder = history, description, folder
+        self.session_replaced.emit()
+
+    def apply_event(self, event) -> None:
+        """Append an event to the history and emit its signal, as for the run's own events."""
+        self._on_runner_event_received(event)
 
     def apply_preset(self, name: str) -> None:
         self.set_config(preset(name, self.config))
@@ -282,6 +298,8 @@ class SessionModel(QObject):
 
     def can_continue(self) -> bool:
         """Whether Start continues the session's run (see session.run_state)."""
+        if self.read_only:
+            return False
         return not self.running and can_continue(self.run_state(), self.config.run.max_steps)
 
     def start(self, resume: bool = False) -> list[str]:
@@ -291,6 +309,11 @@ class SessionModel(QObject):
         run and the settings it was started with."""
         if self.runner.active:
             return ["A run is already in progress."]
+        if self.read_only:
+            return [
+                f"This window shows {self.read_only} read-only, so it cannot train. Close it "
+                "(Close on its banner, or File ▸ Close Session) to train here."
+            ]
         if not self.checker_trusted():
             return [UNTRUSTED_CHECKER]
         if self.untrusted_model_code(resume):

@@ -1,0 +1,190 @@
+"""File ▸ Open Run Folder…: a TRL output_dir, or one of the app's own run folders, shown read-only
+and followed while it is written.
+
+`RunFolderFollower.open(path)` puts the window on a new untitled session (asking about unsaved
+changes first, as New Session does), hands the model an empty history marked read-only
+(`SessionModel.show_run_folder`), reads the folder once at once (session/run_folder.py: every
+step into the plots, every logged completion into the Rollouts tab, the health alarms computed
+on it) and then polls it every `POLL_MS` with a QTimer: a poll lists two folders, stats a few
+files and reads only what changed, so it stays on the GUI thread (cheap on a mounted or synced
+filesystem too). New events go through `SessionModel.apply_event`, exactly as a live run's do,
+so the plots, inspector, log and alarm banners follow it live.
+
+While it is shown, a banner says what is open and that it is read-only, Start and the settings
+panels are disabled (for a TRL run hidden: they would show this window's settings, not the
+run's; an app run's show the config.json it was trained with), and the title names the folder. Opening or starting another session, or
+the banner's Close, ends it. Never writes into the folder.
+"""
+
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QLabel, QPushButton
+
+from grpo_desktop.engine.config import ConfigError, load_config
+from grpo_desktop.session.history import RunHistory
+from grpo_desktop.session.run_folder import APP, KIND_NAMES, TRL, open_reader, run_folder_kind
+
+POLL_MS = 5000
+TRAINED_WITH = {TRL: "trained with TRL", APP: "trained with GRPO Desktop"}
+SETTINGS_DOCKS = ("model", "dataset", "reward", "hyper", "estimate")
+_STYLE = (
+    "ReadOnlyBanner { background: #eef3e8; border: 1px solid #4a7a2a; border-radius: 4px; }"
+    " ReadOnlyBanner QLabel { color: #233d12; }"
+)
+
+
+class ReadOnlyBanner(QFrame):
+    """Above the plots while a run folder is shown: what it is, that it is followed, Close."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.setStyleSheet(_STYLE)
+        self.text = QLabel()
+        self.text.setWordWrap(True)
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.close_button = QPushButton("Close")
+        self.close_button.setToolTip("Stop following this folder; the window returns to the demo")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(10, 6, 6, 6)
+        row.addWidget(self.text, 1)
+        row.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignVCenter)
+        self.hide()
+
+
+class RunFolderFollower(QObject):
+    """Open a run folder read-only in `window` and follow it; see the module docstring."""
+
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.window, self.model = window, window.model
+        self.reader = None
+        self.folder = ""
+        self.kind = ""
+        self._hidden: list = []  # the settings docks hidden while a TRL run is shown
+        self.timer = QTimer(self, interval=POLL_MS)
+        self.timer.timeout.connect(self._on_timer_timeout)
+        self.banner = ReadOnlyBanner()
+        self.banner.close_button.clicked.connect(self._on_banner_close_clicked)
+        self.model.session_replaced.connect(self._on_model_session_replaced)
+
+    @staticmethod
+    def recognises(path: str) -> bool:
+        """Whether `path` is a run folder this opens (not a session bundle)."""
+        return run_folder_kind(path) is not None
+
+    def choose_path(self) -> str:
+        return QFileDialog.getExistingDirectory(
+            self.window,
+            "Open a run folder (a TRL output_dir, or a GRPO Desktop run)",
+            self.window.session._last_dir(),
+        )
+
+    def open_dialog(self) -> None:
+        path = self.choose_path()
+        if path:
+            self.open(path)
+
+    def open(self, path: str) -> bool:
+        """Show the run folder at `path` read-only and follow it; errors are shown and the
+        current session stays."""
+        path = os.path.abspath(path.rstrip("/\\") or path)
+        try:
+            reader = open_reader(path)
+        except ValueError as exc:
+            self.window.show_message("error", str(exc))
+            return False
+        kind = run_folder_kind(path)
+        config = None
+        if kind == APP:  # the settings it was trained with, shown in the (disabled) panels
+            try:
+                config = load_config(os.path.join(path, "config.json"))
+            except (ConfigError, OSError):
+                config = None
+        if not self.window.session.new_session(config):
+            return False  # refused (a run in progress) or cancelled; the message is shown
+        self.stop()
+        history = RunHistory(self.model.max_rollout_rows, events_path=reader.events_path)
+        what = f"{KIND_NAMES[kind]} in {path}"
+        self.model.show_run_folder(history, what, path)
+        self.reader, self.folder, self.kind = reader, path, kind
+        self.model.doc.name = f"{os.path.basename(path)} (read-only)"
+        self.window.session.update_title()
+        self.window.session._add_recent(path)
+        self._set_settings_enabled(False)
+        self.poll()
+        self.timer.start()
+        return True
+
+    def poll(self) -> None:
+        """Read what the folder gained since the last poll into the window."""
+        if self.reader is None:
+            return
+        try:
+            events = self.reader.poll()
+        except OSError as exc:  # the mount went away: say so, try again next time
+            self.window.statusBar().showMessage(
+                f"Cannot read {self.folder}: {exc.strerror or exc}. Trying again in "
+                f"{POLL_MS // 1000} s.",
+                POLL_MS,
+            )
+            return
+        for event in events:
+            self.model.apply_event(event)
+        self._update_banner()
+
+    def stop(self) -> None:
+        """Stop following (the window shows another session now)."""
+        self.timer.stop()
+        if self.reader is not None:
+            self._set_settings_enabled(True)
+        self.reader, self.folder, self.kind = None, "", ""
+        self.banner.hide()
+
+    def _update_banner(self) -> None:
+        h = self.model.history
+        every = f"every {POLL_MS // 1000} s"
+        if h.finished is not None:
+            state = f"finished after step {h.last_step}; still checked {every}"
+        else:
+            of = f" of {h.total_steps}" if h.total_steps else ""
+            state = f"following it live ({every}), step {h.last_step}{of} so far"
+        self.banner.text.setText(
+            f"<b>Read-only:</b> {self.model.read_only}, {state}. Start and the settings are "
+            "off: this window only watches it."
+        )
+        self.banner.show()
+        self.window.device_label.setText(f"Read-only · {TRAINED_WITH[self.kind]}")
+
+    def _set_settings_enabled(self, enabled: bool) -> None:
+        """Settings panels off while read-only; for a TRL run also hidden (they hold this
+        window's settings, not the run's), and shown again afterwards."""
+        for name in SETTINGS_DOCKS:
+            dock = self.window.docks.get(name)
+            if dock is None:
+                continue
+            dock.widget().setEnabled(enabled)
+            if not enabled and self.kind == TRL and not dock.isHidden():
+                self._hidden.append(dock)
+                dock.hide()
+        if enabled:
+            for dock in self._hidden:
+                dock.show()
+            self._hidden = []
+
+    def apply_layout(self) -> None:
+        """After View ▸ Reset layout: a TRL run's settings panels stay hidden."""
+        if self.reader is not None and self.kind == TRL:
+            self._set_settings_enabled(False)
+
+    def _on_timer_timeout(self) -> None:
+        self.poll()
+
+    def _on_banner_close_clicked(self) -> None:
+        self.window.session.close_session()
+
+    def _on_model_session_replaced(self) -> None:
+        if not self.model.read_only:
+            self.stop()
