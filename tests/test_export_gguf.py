@@ -325,12 +325,46 @@ def test_gpt2_pre_tokenizer_is_recognised():
     assert read_vocab(tok, len(tok) + 32).pre == "gpt-2"
 
 
-def test_demo_model_is_refused_with_what_is_supported(tmp_path):
+def test_demo_model_exports_its_characters_as_byte_level_bpe(tmp_path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(DEMO)
+    result = write_gguf(DEMO, str(tmp_path), outtype="q8_0")
+    reader = GGUFReader(result["path"])
+    tokens = _field(reader, "tokenizer.ggml.tokens")
+    assert _field(reader, "tokenizer.ggml.model") == "gpt2"
+    # Each character in its byte-level spelling (space Ġ, newline Ċ); × (2 UTF-8 bytes C3 97,
+    # spelled Ã Ĺ) is the one character that needs a merge.
+    assert tokens[tok.convert_tokens_to_ids(" ")] == "Ġ"
+    assert tokens[tok.convert_tokens_to_ids("\n")] == "Ċ"
+    assert tokens[tok.convert_tokens_to_ids("×")] == "ÃĹ"
+    assert _field(reader, "tokenizer.ggml.merges") == ["Ã Ĺ"]
+    assert tokens[:10] == tok.convert_ids_to_tokens(list(range(10)))  # specials and tags as-is
+    types = _field(reader, "tokenizer.ggml.token_type")
+    assert types[1] == TokenType.UNKNOWN and types[2] == TokenType.CONTROL  # <|unk|>, <|end|>
+    assert types[6] == TokenType.USER_DEFINED  # <think>: added, not special
+    assert _field(reader, "tokenizer.ggml.eos_token_id") == 2
+    assert "tokenizer.ggml.bos_token_id" not in reader.fields
+    text = _read(result["modelfile"])
+    assert "<|user|>{{ .Content }}<|end|>" in text and 'PARAMETER stop "<|end|>"' in text
+
+
+def test_a_word_level_tokenizer_is_refused_with_what_is_supported(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    folder = tmp_path / "words"
+    shutil.copytree(DEMO, folder)
+    core = Tokenizer(models.WordLevel({"<unk>": 0, "hello": 1, "world": 2}, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        (folder / name).unlink()
+    PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>").save_pretrained(folder)
     with pytest.raises(ModelError) as caught:
-        write_gguf(DEMO, str(tmp_path / "out"))
+        write_gguf(str(folder), str(tmp_path / "out"))
     message = str(caught.value)
     assert "word-level" in message and "byte-level BPE" in message and "SentencePiece" in message
-    assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_unsupported_architecture_names_the_supported_ones(exported, tmp_path):
@@ -357,13 +391,22 @@ def test_progress_is_reported_and_no_partial_file_is_left(exported, tmp_path):
 
 
 @pytest.mark.slow
-def test_llama_cpp_gives_the_same_greedy_tokens(exported):
+def test_llama_cpp_gives_the_same_greedy_tokens(exported, tmp_path):
     """llama-cpp-python (pip install llama-cpp-python; it compiles llama.cpp) loads the f16 and
     q8_0 files and decodes greedily what transformers decodes: same prompt tokens, same output."""
     llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     prompt = "How many apples are left? 123 + 45 = 168.\n<think>"
-    for kind in ("llama", "qwen", "spm"):
-        model, tok, _, files = exported[kind]
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    demo = (AutoModelForCausalLM.from_pretrained(DEMO), AutoTokenizer.from_pretrained(DEMO))
+    for kind in ("llama", "qwen", "spm", "demo"):
+        if kind == "demo":
+            folder = tmp_path / "demo"
+            paths = {o: write_gguf(DEMO, str(folder), outtype=o)["path"] for o in ("f16", "q8_0")}
+            (model, tok) = demo
+        else:
+            model, tok, _, files = exported[kind]
+            paths = {o: files[o][0]["path"] for o in files}
         ids = tok(prompt)["input_ids"]
         with torch.no_grad():
             out = model.generate(
@@ -371,8 +414,8 @@ def test_llama_cpp_gives_the_same_greedy_tokens(exported):
                 pad_token_id=0,
             )  # fmt: skip
         want = out[0, len(ids) :].tolist()
-        for outtype in ("f16", "q8_0"):
-            llm = llama_cpp.Llama(files[outtype][0]["path"], n_ctx=256, verbose=False, seed=0)
+        for outtype, path in paths.items():
+            llm = llama_cpp.Llama(path, n_ctx=256, verbose=False, seed=0)
             assert llm.tokenize(prompt.encode(), add_bos=True, special=True) == ids, kind
             got = []
             for token in llm.generate(ids, temp=0.0, top_k=1, repeat_penalty=1.0):

@@ -8,9 +8,10 @@ package (maintained by llama.cpp: its writer, its constants, its q8_0 quantizer)
 engine/gguf_tensors.py, the vocabulary by engine/gguf_vocab.py.
 
 Supported: `LlamaForCausalLM` and `Qwen2ForCausalLM` with a byte-level BPE or SentencePiece
-tokenizer. Not supported (a `ModelError` says so): other architectures, other tokenizers (the
-built-in demo model's character tokenizer), quantized (bitsandbytes) folders, other rope
-scalings than linear, yarn and Llama 3's. No other output types than f16 and q8_0.
+tokenizer, or a one-token-per-character tokenizer (the built-in demo model's, written as
+byte-level BPE). Not supported (a `ModelError` says so): other architectures, other tokenizers
+(word-level, WordPiece), quantized (bitsandbytes) folders, other rope scalings than linear, yarn
+and Llama 3's. No other output types than f16 and q8_0.
 
 Try it:
     python -m grpo_desktop.engine.shapes /tmp/qwen --shape qwen2.5-0.5b-shaped

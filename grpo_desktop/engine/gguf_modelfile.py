@@ -139,7 +139,8 @@ def go_template(form: ChatForm, bos_text: str | None, add_bos: bool) -> str:
         system = with_system  # written even without a system prompt (Llama 3's dates)
     else:
         default = "" if form.default_system is None else sys_open + form.default_system + sys_close
-        system = "{{ if .System }}" + with_system + "{{ else }}" + default + "{{ end }}"
+        otherwise = "{{ else }}" + default if default else ""
+        system = "{{ if .System }}" + with_system + otherwise + "{{ end }}"
     user = form.open("user") + "{{ .Content }}" + form.close("user")
     assistant = (
         form.open("assistant") + "{{ .Content }}{{ if not $last }}" + form.close("assistant")

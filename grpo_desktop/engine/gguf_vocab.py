@@ -14,9 +14,12 @@ transformers does:
   of a piece is minus the rank of the merge that makes it, so llama.cpp's highest-score-first
   merging picks the same pairs as transformers' lowest-rank-first.
 
+- one token per character (the built-in demo model's word-level tokenizer over single
+  characters): written as byte-level BPE whose only merges join the UTF-8 bytes of a character.
+
 Everything is read through `transformers`/`tokenizers` (the tokenizer.json state and the
-tokenizer's behaviour), not by parsing files by hand. Anything else (WordLevel, WordPiece, the
-built-in demo model's character tokenizer) raises a `ModelError` naming what is supported.
+tokenizer's behaviour), not by parsing files by hand. Anything else (word-level over words,
+WordPiece) raises a `ModelError` naming what is supported.
 Embedding rows beyond the tokenizer's ids (Qwen2.5 has 151,936 rows for 151,665 ids) become
 unused "[PAD<id>]" tokens, as llama.cpp needs one token per row.
 """
@@ -31,8 +34,9 @@ from gguf import TokenType
 from .errors import ModelError
 
 SUPPORTED_TOKENIZERS = (
-    "byte-level BPE (GPT-2 style, as in Llama 3 and Qwen2) or SentencePiece "
-    "(BPE with byte fallback or Unigram, as in Llama 2, Mistral and TinyLlama)"
+    "byte-level BPE (GPT-2 style, as in Llama 3 and Qwen2), SentencePiece (BPE with byte "
+    "fallback or Unigram, as in Llama 2, Mistral and TinyLlama) and one-token-per-character "
+    "tokenizers (the built-in demo's)"
 )
 
 # The pre-tokenizer regexes llama.cpp knows for byte-level BPE, as the tokenizers library
@@ -181,6 +185,49 @@ def _special_ids(tok, generation: dict) -> dict:
     )
 
 
+def _one_token_per_character(backend, model: dict, added: dict) -> bool:
+    """A word-level tokenizer whose words are single characters (the built-in demo's)."""
+    if backend.pre_tokenizer is None:
+        return False
+    # Single line breaks only: the demo's Split(".") leaves a run of them as one word (which
+    # transformers then reads as <|unk|>; llama.cpp gives one newline token each).
+    pieces = backend.pre_tokenizer.pre_tokenize_str("Hello, world! 12 + 3 = 15.\n(a*b) x: ok?")
+    if any(len(piece) != 1 for piece, _ in pieces):
+        return False
+    return all(len(text) == 1 for text, i in model["vocab"].items() if i not in added)
+
+
+def _characters_as_bpe(tokens: list[str], added: dict, vocab_ids: set[int], specials) -> Vocab:
+    """A character-level vocabulary as byte-level BPE: each character's token spelled in
+    byte-level form, a character of several UTF-8 bytes joined by merges of its bytes. Merges
+    never cross characters, so llama.cpp's pre-tokenizer regex cannot change the result and
+    text made of the vocabulary's characters tokenizes as in transformers, except a run of
+    line breaks, which the demo's tokenizer reads as one <|unk|> and llama.cpp as one newline
+    each; a character outside the vocabulary is <|unk|> there and dropped by llama.cpp."""
+    from tokenizers import pre_tokenizers
+
+    spell = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    out, merges = list(tokens), []
+    for i, text in enumerate(tokens):
+        if i in added or i not in vocab_ids:
+            continue
+        ((encoded, _),) = spell.pre_tokenize_str(text)
+        out[i] = encoded
+        for k in range(2, len(encoded) + 1):  # "ÃĹ" (×): "Ã Ĺ"; three bytes: two merges
+            merges.append(f"{encoded[: k - 1]} {encoded[k - 1]}")
+    vocab = Vocab(
+        model="gpt2",
+        pre="gpt-2",
+        tokens=out,
+        types=_types(out, added, vocab_ids, byte_tokens=False),
+        merges=merges,
+        **specials,
+    )
+    if vocab.unk_id is not None:
+        vocab.types[vocab.unk_id] = int(TokenType.UNKNOWN)
+    return vocab
+
+
 def read_vocab(tok, rows: int, generation: dict | None = None) -> Vocab:
     """The GGUF vocabulary of the loaded fast tokenizer `tok` for an embedding of `rows` rows;
     `generation` is generation_config.json's content (its EOS and BOS ids count too)."""
@@ -222,8 +269,10 @@ def read_vocab(tok, rows: int, generation: dict | None = None) -> Vocab:
         if vocab.unk_id is not None:
             vocab.types[vocab.unk_id] = int(TokenType.UNKNOWN)
         return vocab
+    if model["type"] == "WordLevel" and _one_token_per_character(backend, model, added):
+        return _characters_as_bpe(tokens, added, vocab_ids, specials)
     described = {
-        "WordLevel": "a word-level (one token per character or word) tokenizer",
+        "WordLevel": "a word-level tokenizer (one token per word)",
         "WordPiece": "a WordPiece tokenizer",
     }.get(model["type"], f"a {model['type']} tokenizer of a kind llama.cpp does not read")
     raise ModelError(_unsupported(described))
