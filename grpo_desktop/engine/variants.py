@@ -32,6 +32,7 @@ from grpo_desktop.engine.errors import UserError
 from grpo_desktop.engine.modeling import Policy, load_policy
 from grpo_desktop.engine.remote_code import RemoteCodePermission
 from grpo_desktop.engine.run_layout import list_checkpoints
+from grpo_desktop.engine.trl_variants import is_trl_output, trl_variants
 
 BASE = "base"
 
@@ -49,10 +50,13 @@ BASE_VARIANT = Variant(BASE, "Base model", None, None, False)
 
 
 def run_variants(run_dir: str | None) -> list[Variant]:
-    """The base model, then every whole checkpoint of the run, oldest first."""
+    """The base model, then every whole checkpoint of the run, oldest first (a TRL output_dir:
+    its checkpoint-N folders, then its final model; engine/trl_variants.py)."""
     found = [BASE_VARIANT]
     if not run_dir or not os.path.isdir(run_dir):
         return found
+    if is_trl_output(run_dir):  # a TRL output_dir: checkpoint-N/ and the final model
+        return found + trl_variants(run_dir)
     for step, folder in list_checkpoints(run_dir):
         weights, is_adapter = ckpt.weights_path(folder)
         if os.path.isdir(weights):
@@ -70,6 +74,9 @@ def find_variant(variants: list[Variant], spec: str | Variant) -> Variant:
         return variants[0]
     if text == "latest":
         return variants[-1]
+    for v in variants:
+        if v.key == text:  # e.g. "final" (a TRL output's final model)
+            return v
     number = text[5:] if text.startswith("step-") else text
     if number.isdigit():
         for v in variants:
