@@ -174,3 +174,24 @@ def test_the_cli_opens_a_trl_run(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert f"a TRL run in {FIXTURE} read-only, so it cannot train" in proc.stderr
     assert shot.stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_a_real_trl_run_opens_in_the_window(qtbot, window, tmp_path):
+    """TRL itself (tests/trl_tiny_run.py: GRPOTrainer on the tiny local model, completion logging
+    on), then its output_dir opened: N steps in the plots, N × 6 rows in the Rollouts tab."""
+    out = str(tmp_path / "trl-out")
+    steps = 2
+    subprocess.run(
+        [sys.executable, os.path.join(HERE, "trl_tiny_run.py"), out, "--steps", str(steps)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    w = window
+    assert w.session.open_session(out)
+    logged = step_metrics(read_state(os.path.join(out, "trainer_state.json")))
+    assert plotted(w) == ([1.0, 2.0], [logged[s]["reward"] for s in (1, 2)])
+    w.inspector.mode_box.setCurrentIndex(w.inspector.mode_box.findData("all"))
+    qtbot.waitUntil(lambda: w.inspector.table.model().rowCount() == steps * ROWS, timeout=5000)
+    assert "finished after step 2" in w.run_folder.banner.text.text()
