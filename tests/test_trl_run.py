@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from grpo_desktop.session.history import replay
+from grpo_desktop.session.history import RunHistory, replay
 from grpo_desktop.session.trl_completions import message_text, read_completions
 from grpo_desktop.session.trl_run import STALE_S, TrlRunReader, is_trl_run
 from grpo_desktop.session.trl_state import read_state, step_metrics
@@ -221,6 +221,20 @@ def test_a_shorter_history_resumes_from_there(tmp_path):
     for e in more:
         history.append(e)
     assert history.last_step == 2
+
+
+def test_steps_beyond_the_memory_bound_are_paged_from_the_parquet_files():
+    reader = TrlRunReader(FIXTURE)
+    history = RunHistory(max_rollout_rows=ROWS)  # room for one step: 1 and 2 are forgotten
+    history.rollouts.loader = reader.step_rows
+    for event in reader.poll():
+        history.append(event)
+    assert history.rollouts.steps_in_memory == [3] and history.rollouts.forgotten == 2 * ROWS
+    rows = history.rollouts.get(1)
+    raw = pq.read_table(os.path.join(COMPLETIONS, "completions_00001.parquet")).to_pylist()
+    assert [r["completion"] for r in rows] == [r["completion"][0]["content"] for r in raw]
+    assert rows[0]["prompt"].startswith("system: Answer with a number.")
+    assert history.rollouts.get(9) is None
 
 
 def test_health_alarms_are_computed_on_the_run():

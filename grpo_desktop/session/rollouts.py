@@ -5,7 +5,8 @@ held, then forgets the oldest steps. A forgotten step can still be read with `ge
 run's `events.jsonl` is known (the engine appends every `rollouts` event to it): the file is
 indexed lazily, by the byte offset of each step's `rollouts` line, and only that line is parsed.
 Without an events file (a fake run in a test, a run without a folder) forgotten steps are gone,
-and `forgotten` says how many rows that was.
+and `forgotten` says how many rows that was, unless a `loader` reads them from elsewhere (a TRL
+run's completions parquet files, session/trl_run.py).
 
 Pure Python: no Qt, no torch. Not thread-safe; the GUI thread owns it.
 
@@ -20,6 +21,7 @@ import json
 import os
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 
 from grpo_desktop.engine.events import rows_with_prompts
 
@@ -44,6 +46,9 @@ class RolloutStore:
         self._index: dict[int, int] = {}  # step -> byte offset of its rollouts line
         self._scanned = 0  # bytes of events_path indexed so far
         self._cache: tuple[int, list[dict]] | None = None  # the last step paged in
+        # Without an events file: reads a forgotten step from wherever else it is kept (a TRL
+        # run's completions parquet files: session/trl_run.py), or None.
+        self.loader: Callable[[int], list[dict] | None] | None = None
 
     # -- writing
 
@@ -120,6 +125,8 @@ class RolloutStore:
 
     def _read_from_disk(self, step: int) -> list[dict] | None:
         path = self.events_path
+        if not path and self.loader is not None:
+            return self.loader(step)
         if not path or not os.path.isfile(path):
             return None
         if step not in self._index:

@@ -45,6 +45,7 @@ from grpo_desktop.engine.events import (
     RunFinished,
     RunStarted,
     StepMetrics,
+    rows_with_prompts,
 )
 from grpo_desktop.engine.health import HealthMonitor
 from grpo_desktop.session import trl_state
@@ -160,6 +161,19 @@ class TrlRunReader:
             result.append(event)
             result += self.monitor.observe(event)
         return result
+
+    def step_rows(self, step: int) -> list[dict] | None:
+        """A step's rollout rows read again from its completions file, each with its prompt
+        (a `RolloutStore.loader`: steps beyond the memory bound are paged from the parquet
+        files); None when there is no such file or it cannot be read."""
+        for found, path in completion_files(self.folder):
+            if found == step:
+                try:
+                    _, prompts, rows = read_completions(path, self._reward_names or None)
+                except (OSError, ValueError, KeyError, TypeError):
+                    return None
+                return rows_with_prompts(rows, prompts)
+        return None
 
     def problems(self) -> list[str]:
         """The files that stayed unreadable (reported once each as a warning)."""

@@ -107,6 +107,8 @@ class RunFolderFollower(QObject):
             return False  # refused (a run in progress) or cancelled; the message is shown
         self.stop()
         history = RunHistory(self.model.max_rollout_rows, events_path=reader.events_path)
+        if kind == TRL:  # steps beyond the memory bound are paged from the parquet files
+            history.rollouts.loader = reader.step_rows
         what = f"{KIND_NAMES[kind]} in {path}"
         self.model.show_run_folder(history, what, path)
         self.reader, self.folder, self.kind = reader, path, kind
