@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from grpo_desktop.session.history import RunHistory, replay
-from grpo_desktop.session.trl_completions import message_text, read_completions
+from grpo_desktop.session.trl_completions import message_text, prompt_text, read_completions
 from grpo_desktop.session.trl_run import STALE_S, TrlRunReader, is_trl_run
 from grpo_desktop.session.trl_state import read_state, step_metrics
 
@@ -86,8 +86,9 @@ def test_rollout_rows_are_the_parquet_rows_grouped_by_prompt():
         parts = {k: rec[k] for k in ("digits", "tagged")}
         assert row["rewards"] == parts
         assert row["reward"] == pytest.approx(rec["digits"] + rec["tagged"])
-    # a conversational prompt reads as its messages, system prompt first
-    assert prompts[0].startswith("system: Answer with a number.\nuser: What is ")
+    # a conversational prompt reads question first (as the app's own runs show it), then the
+    # system prompt
+    assert prompts[0] == "What is 5+5?\n\nsystem: Answer with a number."
     # advantages of a group sum to ~0 (TRL's group-normalised advantages): the grouping is right
     for g in range(len(prompts)):
         assert abs(sum(r["advantage"] for r in rows if r["group"] == g)) < 1e-5
@@ -120,10 +121,12 @@ def test_a_part_that_could_not_score_is_none_and_the_total_the_rest():
 
 
 def test_message_text():
-    assert message_text("plain") == "plain"
+    assert message_text("plain") == "plain" == prompt_text("plain")
     assert message_text([{"role": "assistant", "content": "42"}]) == "42"
     two = [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}]
     assert message_text(two) == "system: S\nuser: Q"
+    assert prompt_text(two) == "Q\n\nsystem: S"
+    assert prompt_text([{"role": "user", "content": "Q"}]) == "Q"
 
 
 def test_live_follow_gives_only_what_is_new(tmp_path):
@@ -233,7 +236,7 @@ def test_steps_beyond_the_memory_bound_are_paged_from_the_parquet_files():
     rows = history.rollouts.get(1)
     raw = pq.read_table(os.path.join(COMPLETIONS, "completions_00001.parquet")).to_pylist()
     assert [r["completion"] for r in rows] == [r["completion"][0]["content"] for r in raw]
-    assert rows[0]["prompt"].startswith("system: Answer with a number.")
+    assert rows[0]["prompt"].endswith("\n\nsystem: Answer with a number.")
     assert history.rollouts.get(9) is None
 
 

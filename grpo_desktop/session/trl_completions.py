@@ -7,7 +7,7 @@ step, `OUTPUT_DIR/completions/completions_{global_step:05d}.parquet`, with the c
 
 one row per completion of the last generation batch, each prompt's G completions next to each
 other. A prompt and a completion are strings, or message lists ({role, content}) for a
-conversational dataset. A reward function that could not score an answer (None) is NaN.
+conversational dataset (shown question first, then the system prompt: `prompt_text`). A reward function that could not score an answer (None) is NaN.
 
 `read_completions(path, reward_names)` gives (step, prompts, rows) in the shape of the app's
 `Rollouts` event: each group's prompt once, rows with group, completion, rewards ({name: value
@@ -62,6 +62,22 @@ def message_text(value: Any) -> str:
     return str(value)
 
 
+def prompt_text(value: Any) -> str:
+    """A prompt as the app shows one: the question first. A message list reads as its last user
+    message, then the messages before it (system prompt, earlier turns) as `role: content`
+    lines after a blank line; a string as is."""
+    if not isinstance(value, list):
+        return message_text(value)
+    messages = [m for m in value if isinstance(m, dict)]
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    if not users:
+        return message_text(messages)
+    last = users[-1]
+    rest = messages[:last] + messages[last + 1 :]
+    question = str(messages[last].get("content") or "")
+    return f"{question}\n\n{message_text(rest)}" if rest else question
+
+
 def _score(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -103,7 +119,7 @@ def read_completions(
     rows: list[dict] = []
     last_prompt: str | None = None
     for record in records:
-        prompt = message_text(record.get("prompt"))
+        prompt = prompt_text(record.get("prompt"))
         if prompt != last_prompt or not prompts:
             prompts.append(prompt)
             last_prompt = prompt

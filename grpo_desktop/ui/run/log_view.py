@@ -59,6 +59,8 @@ class LogView(QPlainTextEdit):
     def _on_model_session_replaced(self) -> None:
         self.clear()
         doc, h = self.model.doc, self.model.history
+        if self.model.read_only:  # the run's own line follows (_on_model_run_started)
+            return
         text = f"Opened the session {doc.name} ({doc.path})"
         if h.num_steps:
             text += f": {h.num_steps} steps of history read back from its run folder"
