@@ -138,7 +138,7 @@ CASES = [
         lambda c, s, t: (c.model_init_kwargs["dtype"], c.bf16, c.fp16),
         ("bfloat16", True, False),
     ),
-    ("model.device", "cpu", lambda c, s, t: c.use_cpu, True),
+    ("model.device", "cpu", lambda c, s, t: (s["runtime"]["device"], c.use_cpu), ("cpu", True)),
     ("lora.enabled", False, lambda c, s, t: t.build_peft_config(s), None),
     ("lora.r", 8, lambda c, s, t: t.build_peft_config(s).r, 8),
     ("lora.alpha", 12.0, lambda c, s, t: t.build_peft_config(s).lora_alpha, 12.0),
@@ -437,7 +437,8 @@ def test_readme_lists_the_unmapped_settings_and_the_launches(project):
         assert f"`{u.setting}`" in unmapped, u.setting
     for m in MAPPED:
         assert f"`{m.setting}`" in readme, m.setting
-    assert "accelerate launch --num_processes 2 --cpu train.py" in readme
+    assert "accelerate launch --multi_gpu --num_processes 2 train.py --max_steps 2" in readme
+    assert "`accelerate launch --cpu --num_processes 2 ...` starts only one process" in readme
     assert "sbatch slurm.sbatch" in readme and "--machine_rank" in readme
     assert "--use_vllm true --vllm_mode colocate" in readme and "--vllm_mode server" in readme
     # B·G = 4: 2 processes take 2 each in one pass; 8 processes cannot split 4
@@ -476,8 +477,8 @@ def test_invalid_settings_are_not_exported(tmp_path):
 # ---------------------------------------------------------------- real runs
 
 
-def _run(cmd: list[str], cwd: Path, timeout: int) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def _run(cmd: list[str], cwd: Path, timeout: int, env: dict | None = None):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=timeout)
 
 
@@ -512,6 +513,7 @@ def test_the_exported_project_trains_one_step_unchanged(project, tmp_path):
         [sys.executable, "train.py", "--max_steps", "1", "--output_dir", str(out)], folder, 300
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "GRPO on 1 process(es) (cpu, backend none)" in result.stderr
     (step,) = _logged_steps(out)
     assert step["step"] == 1
     assert set(METRICS) <= set(step), sorted(set(METRICS) - set(step))
@@ -529,10 +531,15 @@ def test_the_exported_project_trains_one_step_unchanged(project, tmp_path):
 def test_the_exported_project_trains_on_two_cpu_processes(project, tmp_path):
     folder, _ = project
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--cpu"]
-    cmd += ["train.py", "--max_steps", "2", "--output_dir", str(out)]
-    result = _run(cmd, folder, 600)
+    # accelerate 1.15 starts several CPU processes only through MPI (`--cpu --num_processes 2`
+    # starts one); on a machine without a GPU, --multi_gpu starts two with torchrun and train.py
+    # puts them on the CPU, where accelerate joins them with gloo.
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes"]
+    cmd += ["2", "train.py", "--max_steps", "2", "--output_dir", str(out)]
+    result = _run(cmd, folder, 600, {"CUDA_VISIBLE_DEVICES": ""})
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "GRPO on 2 process(es) (cpu, backend gloo)" in result.stderr
+    assert "x 2 = 4 completions per step" in result.stderr
     steps = _logged_steps(out)
     assert [s["step"] for s in steps] == [1, 2]
     for step in steps:
@@ -541,3 +548,20 @@ def test_the_exported_project_trains_on_two_cpu_processes(project, tmp_path):
         "completions_00001.parquet",
         "completions_00002.parquet",
     ]
+
+
+@pytest.mark.slow
+def test_accelerate_cpu_flag_with_two_processes_is_explained(project, tmp_path):
+    """The issue's `accelerate launch --num_processes 2 --cpu` starts one process in accelerate
+    1.15 (its simple launcher; several CPU processes need MPI): train.py says so and trains."""
+    folder, _ = project
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--cpu"]
+    cmd += ["train.py", "--max_steps", "1", "--output_dir", str(out)]
+    result = _run(cmd, folder, 600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (
+        "started one process" in result.stderr and "--multi_gpu --num_processes N" in result.stderr
+    )
+    assert "GRPO on 1 process(es)" in result.stderr
+    assert [s["step"] for s in _logged_steps(out)] == [1]

@@ -157,6 +157,7 @@ def _readme(cfg: TrainConfig, settings: dict, counts: tuple[int, int], model_not
     values = {
         "@NAME@": os.path.basename(os.path.abspath(settings["_out_dir"])),
         "@APP_VERSION@": __version__,
+        "@ACCELERATE@": TESTED_VERSIONS["accelerate"],
         "@TRAIN_ROWS@": f"{counts[0]:,}",
         "@HELDOUT_ROWS@": f"{counts[1]:,}",
         "@CHECKER_ROW@": checker,
