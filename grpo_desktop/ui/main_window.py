@@ -56,6 +56,7 @@ from grpo_desktop.ui.session.dialogs import (
 from grpo_desktop.ui.session.model import UNTRUSTED_CHECKER, SessionModel
 from grpo_desktop.ui.session.resume_banner import ResumeBanner
 from grpo_desktop.ui.session.run_folder import RunFolderFollower
+from grpo_desktop.ui.try_it.view import TryView
 from grpo_desktop.ui.welcome import WelcomePanel
 from grpo_desktop.ui.window_fit import PREFERRED_SIZE, dock_width_for, fit_window, keep_on_screen
 
@@ -105,6 +106,8 @@ class MainWindow(LearnAndHelp, QMainWindow):
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.plots, "Training plots")
         self.tabs.addTab(self.inspector, "Rollouts")
+        self.try_view = TryView(self.model)
+        self.tabs.addTab(self.try_view, "Try")
         central = QWidget()
         col = QVBoxLayout(central)
         col.setContentsMargins(4, 4, 4, 0)
@@ -453,6 +456,7 @@ class MainWindow(LearnAndHelp, QMainWindow):
             event.ignore()
             return
         self.model.runner.wait()
+        self.try_view.shutdown()
         self.probe.stop()
         self.estimate_view.stop()
         self.memory_timer.stop()

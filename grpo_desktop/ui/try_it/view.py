@@ -1,0 +1,386 @@
+"""The Try tab: ask the base model and a checkpoint of the run the same question, side by side.
+
+Type a prompt or pick one of the run's held-out or training problems (its gold answer shown);
+Generate (Ctrl+Return) answers it with the base model on the left and the chosen checkpoint on
+the right (the newest by default), greedy or sampled (temperature, top-p, several samples),
+tokens streaming in; Stop (Esc) ends the decode after the current token. Each answer is scored
+with the run's rewards, parts shown. The prompt is built as training built it (the run's system
+prompt and chat template).
+
+The work runs in `TryRunner`'s thread (worker.py); the model is loaded on the first Generate and
+kept until the session or run changes or training starts (the trainer then needs the memory).
+While training runs, Generate is off and a note says why; before the session has trained, the
+base model answers alone. Errors show in the tab's message bar, never as tracebacks.
+
+Reads the session through `SessionModel` only. Does not train, compare many problems (the
+Compare tab) or export.
+"""
+
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QComboBox,
+    QDoubleSpinBox,
+    QHBoxLayout,
+    QLabel,
+    QMessageBox,
+    QPlainTextEdit,
+    QPushButton,
+    QRadioButton,
+    QSpinBox,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from grpo_desktop.engine.config import ConfigError, TrainConfig
+from grpo_desktop.engine.run_layout import list_checkpoints
+from grpo_desktop.ui.common.slots import connect_slots
+from grpo_desktop.ui.common.widgets import MessageBar, note_label, rich_tooltip, set_note
+from grpo_desktop.ui.try_it import tips
+from grpo_desktop.ui.try_it.pane import AnswerPane
+from grpo_desktop.ui.try_it.problems import ProblemPicker
+from grpo_desktop.ui.try_it.worker import TryRequest, TryRunner
+
+
+def run_config(run_dir: str, fallback: TrainConfig) -> TrainConfig:
+    """The run's config.json read without torch (the job reads it again and names any damage);
+    `fallback` when there is none or it cannot be read."""
+    path = os.path.join(run_dir, "config.json")
+    try:
+        with open(path, encoding="utf-8-sig") as fh:
+            return TrainConfig.from_json(fh.read())
+    except (OSError, ValueError, TypeError, ConfigError):
+        return fallback
+
+
+class TryView(QWidget):
+    def __init__(self, model, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.model = model
+        self.runner = TryRunner(self)
+        self._shown_once = False
+        self._defaults_for = ""  # the config whose defaults the decode boxes show
+
+        self.message_bar = MessageBar()
+        self.note = note_label("info")
+        self.picker = ProblemPicker()
+        self.prompt = QPlainTextEdit()
+        self.prompt.setPlaceholderText("Type a prompt, or pick a problem above…")
+        self.prompt.setToolTip(rich_tooltip(tips.PROMPT))
+        self.prompt.setTabChangesFocus(True)
+        self.prompt.setMaximumHeight(72)
+
+        self.greedy_button = QRadioButton("Greedy")
+        self.greedy_button.setToolTip(rich_tooltip(tips.GREEDY))
+        self.sampled_button = QRadioButton("Sampled")
+        self.sampled_button.setToolTip(rich_tooltip(tips.SAMPLED))
+        self.mode_group = QButtonGroup(self)
+        self.mode_group.addButton(self.greedy_button)
+        self.mode_group.addButton(self.sampled_button)
+        self.greedy_button.setChecked(True)
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.05, 2.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setValue(1.0)
+        self.temperature.setToolTip(rich_tooltip(tips.TEMPERATURE))
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setRange(0.05, 1.0)
+        self.top_p.setSingleStep(0.05)
+        self.top_p.setValue(1.0)
+        self.top_p.setToolTip(rich_tooltip(tips.TOP_P))
+        self.samples = QSpinBox()
+        self.samples.setRange(1, 16)
+        self.samples.setValue(4)
+        self.samples.setToolTip(rich_tooltip(tips.SAMPLES))
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(1, 4096)
+        self.max_tokens.setValue(model.config.algorithm.max_completion_length)
+        self.max_tokens.setToolTip(rich_tooltip(tips.MAX_TOKENS))
+        self.generate_button = QPushButton("Generate")
+        self.generate_button.setToolTip(rich_tooltip(tips.GENERATE, "Ctrl+Return"))
+        self.generate_button.setDefault(True)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip(rich_tooltip(tips.STOP, "Esc"))
+        self.stop_button.setEnabled(False)
+
+        self.checkpoint_box = QComboBox()
+        self.checkpoint_box.setToolTip(rich_tooltip(tips.CHECKPOINT))
+        self.base_pane = AnswerPane("Base model")
+        self.base_pane.setToolTip(rich_tooltip(tips.BASE_PANE))
+        self.trained_pane = AnswerPane("Trained:", self.checkpoint_box)
+        self.panes = {"base": self.base_pane, "trained": self.trained_pane}
+
+        ask = QHBoxLayout()
+        ask.addWidget(self.prompt, 1)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.generate_button)
+        buttons.addWidget(self.stop_button)
+        buttons.addStretch(1)
+        ask.addLayout(buttons)
+        mode = QHBoxLayout()  # how to decode; the sampling knobs on a second row (narrow windows)
+        mode.addWidget(self.greedy_button)
+        mode.addWidget(self.sampled_button)
+        knobs = QHBoxLayout()
+        for row, label, box in (
+            (mode, "Max new tokens", self.max_tokens),
+            (knobs, "Temperature", self.temperature),
+            (knobs, "Top-p", self.top_p),
+            (knobs, "Samples", self.samples),
+        ):
+            caption = QLabel(label)
+            caption.setToolTip(box.toolTip())
+            caption.setBuddy(box)
+            row.addSpacing(12)
+            row.addWidget(caption)
+            row.addWidget(box)
+        mode.addStretch(1)
+        mode.addWidget(self.picker.gold_label)
+        knobs.addStretch(1)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self.base_pane)
+        split.addWidget(self.trained_pane)
+        split.setChildrenCollapsible(False)
+        col = QVBoxLayout(self)
+        col.setContentsMargins(4, 4, 4, 4)
+        col.addWidget(self.message_bar)
+        col.addWidget(self.note)
+        col.addWidget(self.picker)
+        col.addLayout(ask)
+        col.addLayout(mode)
+        col.addLayout(knobs)
+        col.addWidget(split, 1)
+
+        for keys in ("Ctrl+Return", "Ctrl+Enter"):
+            shortcut = QShortcut(QKeySequence(keys), self)
+            shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+            shortcut.activated.connect(self.generate)
+        escape = QShortcut(QKeySequence("Esc"), self)
+        escape.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        escape.activated.connect(self.stop)
+        self.generate_button.clicked.connect(self.generate)
+        self.stop_button.clicked.connect(self.stop)
+        self.mode_group.buttonToggled.connect(self._on_mode_group_button_toggled)
+        self.picker.picked.connect(self._on_picker_picked)
+        self.picker.failed.connect(self._on_picker_failed)
+        self.prompt.textChanged.connect(self._on_prompt_text_changed)
+        self.message_bar.details_requested.connect(self._on_message_bar_details_requested)
+        connect_slots(self.runner, self, "status_changed", "text_changed", "answered", "failed",
+                      "finished", name="runner")  # fmt: skip
+        connect_slots(self.model, self, "state_changed", "session_replaced", "checkpoint_saved",
+                      "config_changed", "config_replaced")  # fmt: skip
+        self._on_mode_group_button_toggled()
+        self.refresh()
+
+    # ------------------------------------------------------------------ what the run offers
+
+    def try_config(self) -> TrainConfig:
+        """The settings answers are made and scored with: the run's, else the session's."""
+        return run_config(self.model.run_dir, self.model.config)
+
+    def checkpoint_steps(self) -> list[int]:
+        run_dir = self.model.run_dir
+        return [step for step, _ in list_checkpoints(run_dir)] if os.path.isdir(run_dir) else []
+
+    def refresh(self) -> None:
+        """Re-read the run's checkpoints and settings (after a run, a session switch)."""
+        chosen = self.checkpoint_box.currentData()
+        steps = self.checkpoint_steps()
+        self.checkpoint_box.blockSignals(True)
+        self.checkpoint_box.clear()
+        for step in reversed(steps):
+            latest = " (latest)" if step == steps[-1] else ""
+            self.checkpoint_box.addItem(f"Step {step}{latest}", f"step-{step}")
+        if not steps:
+            self.checkpoint_box.addItem("No checkpoint yet", None)
+        index = self.checkpoint_box.findData(chosen) if chosen else -1
+        self.checkpoint_box.setCurrentIndex(max(index, 0))
+        self.checkpoint_box.blockSignals(False)
+        cfg = self.try_config()
+        if cfg.to_json() != self._defaults_for:  # new settings: their defaults, else the user's
+            self._defaults_for = cfg.to_json()
+            self.max_tokens.setValue(cfg.algorithm.max_completion_length)
+            self.temperature.setValue(max(self.temperature.minimum(), cfg.algorithm.temperature))
+        tags = (cfg.rewards.think_tag, cfg.rewards.answer_tag)
+        self.base_pane.tags = self.trained_pane.tags = tags
+        if not steps:
+            self.trained_pane.clear(tips.NO_CHECKPOINT)
+        self._update_state()
+        if self._shown_once:
+            self.picker.list_for(cfg)
+
+    def blocked_reason(self) -> str:
+        """Why Generate cannot run now ('' when it can)."""
+        if self.model.runner.active:
+            return tips.TRAINING
+        if not self.prompt.toPlainText().strip():
+            return "Type a prompt or pick a problem first."
+        return ""
+
+    def _update_state(self) -> None:
+        busy = self.runner.busy
+        training = self.model.runner.active
+        if training:
+            set_note(self.note, tips.TRAINING)
+        elif self.checkpoint_box.currentData() is None:
+            set_note(self.note, tips.BASE_ONLY)
+        else:
+            set_note(self.note, "")
+        self.generate_button.setEnabled(not busy and not training)
+        self.generate_button.setToolTip(
+            rich_tooltip(tips.TRAINING if training else tips.GENERATE, "Ctrl+Return")
+        )
+        self.stop_button.setEnabled(busy)
+        self.checkpoint_box.setEnabled(not busy and self.checkpoint_box.currentData() is not None)
+
+    # ------------------------------------------------------------------ problems
+
+    def pick_problem(self, index: int) -> None:
+        """Choose the problem at `index` of the picker (0: your own prompt)."""
+        self.picker.pick(index)
+
+    def _on_picker_picked(self, problem: dict | None) -> None:
+        if problem is not None:
+            self.prompt.blockSignals(True)
+            self.prompt.setPlainText(problem["problem"])
+            self.prompt.blockSignals(False)
+
+    def _on_picker_failed(self, message: str) -> None:
+        self.message_bar.show_message("warning", message)
+
+    def _on_prompt_text_changed(self) -> None:
+        picked = self.picker.problem
+        if picked is not None and self.prompt.toPlainText() != picked["problem"]:
+            self.picker.unpick()  # edited: a typed prompt now, without a gold answer
+
+    # ------------------------------------------------------------------ generating
+
+    def settings(self) -> dict:
+        greedy = self.greedy_button.isChecked()
+        return {
+            "greedy": greedy,
+            "temperature": self.temperature.value(),
+            "top_p": self.top_p.value(),
+            "samples": 1 if greedy else self.samples.value(),
+            "max_new_tokens": self.max_tokens.value(),
+        }
+
+    def checker_may_run(self, cfg: TrainConfig) -> bool:
+        """Whether the try config's custom checker may run: none, trusted, or typed here."""
+        source = cfg.rewards.custom_checker
+        m = self.model
+        return (
+            not source.strip()
+            or m.trust_store.is_trusted(source)
+            or (source == m.config.rewards.custom_checker and m.checker_trusted())
+        )
+
+    def generate(self) -> bool:
+        """Answer the prompt with the base model and the chosen checkpoint. False (and the
+        reason in the message bar) when it cannot run now."""
+        if self.runner.busy:
+            return False
+        reason = self.blocked_reason()
+        if reason:
+            self.message_bar.show_message("warning", reason)
+            return False
+        self.message_bar.clear()
+        cfg = self.try_config()
+        sides = [("base", "base")]
+        checkpoint = self.checkpoint_box.currentData()
+        if checkpoint is not None:
+            sides.append(("trained", checkpoint))
+        for side, _ in sides:
+            self.panes[side].clear("Waiting…")
+        picked = self.picker.problem
+        request = TryRequest(
+            run_dir=self.model.run_dir,
+            config=self.model.config,
+            problem=self.prompt.toPlainText(),
+            gold=picked["answer"] if picked else None,
+            settings=self.settings(),
+            sides=sides,
+            run_checker=self.checker_may_run(cfg),
+            remote_code=self.model.remote_code_permission(resume=True),
+        )
+        self.runner.start(request)
+        self._update_state()
+        return True
+
+    def stop(self) -> None:
+        if self.runner.busy:
+            self.runner.stop()
+            for pane in self.panes.values():
+                if not pane.result:
+                    pane.show_status("Stopping…")
+
+    def shutdown(self) -> None:
+        """Stop any job and free the model (the window closes)."""
+        self.picker.stop()
+        self.runner.close()
+
+    def _on_runner_status_changed(self, side: str, text: str) -> None:
+        self.panes[side].show_status(text)
+
+    def _on_runner_text_changed(self, side: str, texts: list) -> None:
+        self.panes[side].show_streaming(texts)
+
+    def _on_runner_answered(self, side: str, result: dict) -> None:
+        self.panes[side].show_result(result)
+
+    def _on_runner_failed(self, message: str, details: str) -> None:
+        self.message_bar.show_message("error", message, details)
+        for pane in self.panes.values():
+            if pane.result is None:
+                pane.show_status("No answer (see the message above).")
+
+    def _on_runner_finished(self) -> None:
+        self._update_state()
+
+    def _on_message_bar_details_requested(self, details: str) -> None:
+        box = QMessageBox(
+            QMessageBox.Icon.Information, "Details", "Technical details of the error:", parent=self
+        )
+        box.setDetailedText(details)
+        box.exec()
+
+    def _on_mode_group_button_toggled(self, *_args) -> None:
+        sampled = self.sampled_button.isChecked()
+        for box in (self.temperature, self.top_p, self.samples):
+            box.setEnabled(sampled)
+
+    # ------------------------------------------------------------------ the session
+
+    def _on_model_state_changed(self, _state: str) -> None:
+        if self.model.runner.active:
+            self.runner.release()  # the trainer needs the memory; reloaded after the run
+        self.refresh()
+
+    def _on_model_session_replaced(self) -> None:
+        self.runner.release()
+        self.picker.forget()
+        for pane in self.panes.values():
+            pane.clear()
+        self.refresh()
+
+    def _on_model_checkpoint_saved(self, _event) -> None:
+        self.refresh()
+
+    def _on_model_config_changed(self, section: str, _name: str) -> None:
+        if section in ("data", "model", "rewards", "algorithm") and not self.checkpoint_steps():
+            self.refresh()  # before any run, the session's settings are the ones tried
+
+    def _on_model_config_replaced(self) -> None:
+        if not self.checkpoint_steps():
+            self.refresh()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().showEvent(event)
+        if not self._shown_once:
+            self._shown_once = True
+            self.picker.list_for(self.try_config())

@@ -1,0 +1,229 @@
+"""The Try tab's background work: load the model once, answer a prompt with each side's variant.
+
+`TryRunner.start(request)` runs one job in its own QThread: it reads the config to try with (the
+run's config.json, or the session's settings before any run), loads `ModelVariants` when the
+run, its settings or its checkpoints differ from what is held (else reuses it: one copy of the
+base weights, kept between jobs), then answers the prompt with each requested variant in turn
+(`engine/try_model.answer_prompt`), streaming each side's text. `stop()` sets a threading.Event
+that the decode loop checks after every token (a queued slot would not run while the job is
+busy). The thread ends with each job, so no thread idles between Generates; the loaded model
+stays in the runner until `release()` (the session or run changed, or training starts and
+needs the memory) or `close()`.
+
+Signals carry plain data only (str, lists of str, result dicts). torch and the engine are
+imported in the job's thread, never in the GUI thread.
+
+What this is not: the view (view.py) or the generation itself (engine/try_model.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+import weakref
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+
+STREAM_EVERY_S = 0.05  # at most ~20 text updates a second per side reach the GUI
+_live_threads: weakref.WeakSet = weakref.WeakSet()
+
+
+def live_threads() -> list[QThread]:
+    """Try threads still running (for quitting and the tests)."""
+    return [t for t in list(_live_threads) if t.isRunning()]
+
+
+@dataclass
+class TryRequest:
+    """One Generate: the prompt, and which variant answers on which side ("base", "trained")."""
+
+    run_dir: str | None
+    config: object  # TrainConfig: the session's settings, used when the run has no config.json
+    problem: str
+    gold: str | None
+    settings: dict  # engine.try_model.TrySettings' fields (made in the job's thread)
+    sides: list[tuple[str, str]] = field(default_factory=list)  # (side, variant key)
+    run_checker: bool = True
+    remote_code: object = None  # RemoteCodePermission | None
+
+
+class _Held:
+    """The loaded model between jobs (only one job uses it at a time)."""
+
+    def __init__(self) -> None:
+        self.key: tuple | None = None
+        self.variants = None  # ModelVariants
+
+    def close(self) -> None:
+        variants, self.variants, self.key = self.variants, None, None
+        if variants is not None:
+            variants.close()
+
+
+class TryWorker(QObject):
+    """Lives in the job's thread; `run()` loads if needed and answers for each side."""
+
+    status_changed = Signal(str, str)  # side, what it is doing
+    text_changed = Signal(str, list)  # side, each sample's text so far
+    answered = Signal(str, object)  # side, the result dict of answer_prompt
+    failed = Signal(str, str)  # message for the user, technical details ('' for a UserError)
+    finished = Signal()
+
+    def __init__(self, request: TryRequest, held: _Held, stop: threading.Event):
+        super().__init__()
+        self._request, self._held, self._stop = request, held, stop
+
+    @Slot()
+    def run(self) -> None:
+        from grpo_desktop.engine.errors import UserError
+
+        try:
+            self._run()
+        except UserError as exc:
+            self.failed.emit(str(exc), "")
+        except MemoryError:
+            self.failed.emit(
+                "Out of memory while loading or running the model. Close other programs, or "
+                "try a smaller model.",
+                "",
+            )
+        except Exception as exc:  # a bug: said in words, the traceback behind Details
+            self.failed.emit(
+                f"Generating failed with an internal error: {type(exc).__name__}: {exc}",
+                traceback.format_exc(),
+            )
+        finally:
+            self.finished.emit()
+
+    def _run(self) -> None:
+        from grpo_desktop.engine.try_model import TrySettings, answer_prompt, run_config
+        from grpo_desktop.engine.variants import ModelVariants, run_variants
+
+        req, held = self._request, self._held
+        settings = TrySettings(**req.settings)
+        cfg, own = run_config(req.run_dir, req.config)
+        run_dir = req.run_dir if own else None
+        variants = run_variants(run_dir)
+        key = (run_dir, cfg.to_json(), tuple(v.key for v in variants))
+        if held.key != key:
+            held.close()
+            for side, _ in req.sides:
+                self.status_changed.emit(side, "Loading the model…")
+            held.variants = ModelVariants(
+                cfg, run_dir, remote_code=req.remote_code, variants=variants
+            )
+            held.key = key
+        for side, spec in req.sides:
+            if self._stop.is_set():
+                self.status_changed.emit(side, "Stopped before it began.")
+                continue
+            self.status_changed.emit(side, "Generating…")
+            last = [0.0]
+
+            def on_text(texts: list[str], side: str = side, last: list = last) -> None:
+                now = time.monotonic()
+                if now - last[0] >= STREAM_EVERY_S:
+                    last[0] = now
+                    self.text_changed.emit(side, texts)
+
+            result = answer_prompt(
+                held.variants,
+                cfg,
+                spec,
+                req.problem,
+                req.gold,
+                settings,
+                on_text=on_text,
+                should_stop=self._stop.is_set,
+                run_checker=req.run_checker,
+            )
+            self.answered.emit(side, result)
+
+
+class TryRunner(QObject):
+    """One Try job at a time; holds the loaded model between jobs."""
+
+    status_changed = Signal(str, str)
+    text_changed = Signal(str, list)
+    answered = Signal(str, object)
+    failed = Signal(str, str)
+    finished = Signal()  # the job ended (answered, stopped or failed)
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self._held = _Held()
+        self._stop = threading.Event()
+        self._thread: QThread | None = None
+        self._worker: TryWorker | None = None
+        self._release_after = False
+
+    @property
+    def busy(self) -> bool:
+        return self._thread is not None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether a model is held (kept for the next Generate)."""
+        return self._held.variants is not None
+
+    def start(self, request: TryRequest) -> None:
+        if self.busy:
+            raise RuntimeError("A Try job is already running.")
+        self._stop.clear()
+        self._release_after = False
+        self._thread = QThread()
+        self._thread.setObjectName("grpo-try")
+        _live_threads.add(self._thread)
+        self._worker = TryWorker(request, self._held, self._stop)
+        self._worker.moveToThread(self._thread)
+        self._thread.started.connect(self._worker.run)
+        self._worker.status_changed.connect(self.status_changed)
+        self._worker.text_changed.connect(self.text_changed)
+        self._worker.answered.connect(self.answered)
+        self._worker.failed.connect(self.failed)
+        # Direct: quit() from the job's thread, so close() can wait for it with the GUI
+        # thread blocked (a queued quit would only run after the wait gave up).
+        self._worker.finished.connect(self._thread.quit, Qt.ConnectionType.DirectConnection)
+        self._thread.finished.connect(self._on_thread_finished)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the job to stop after the token being decoded."""
+        self._stop.set()
+
+    def release(self) -> None:
+        """Free the held model (now, or when the running job has ended, after stopping it)."""
+        if self.busy:
+            self._release_after = True
+            self.stop()
+        else:
+            self._held.close()
+
+    def wait(self, timeout_ms: int = 60_000) -> bool:
+        """Block until the job's thread has ended; True when it did. For quitting and tests."""
+        return self._thread.wait(timeout_ms) if self._thread is not None else True
+
+    def close(self, timeout_ms: int = 60_000) -> None:
+        """Stop any job, wait for it, free the model (the window is closing)."""
+        self.stop()
+        self.wait(timeout_ms)
+        if self._thread is not None:  # ended, but its finished signal not delivered yet
+            self._on_thread_finished()
+        self._held.close()
+
+    @Slot()
+    def _on_thread_finished(self) -> None:
+        if self._thread is None:  # close() has handled it already
+            return
+        thread, worker = self._thread, self._worker
+        self._thread = self._worker = None
+        if thread is not None:
+            thread.deleteLater()
+        if worker is not None:
+            worker.deleteLater()
+        if self._release_after:
+            self._release_after = False
+            self._held.close()
+        self.finished.emit()
