@@ -474,6 +474,22 @@ def test_invalid_settings_are_not_exported(tmp_path):
         write_trl_project(BASE.replace(algorithm={"num_generations": 1}), str(tmp_path))
 
 
+def test_cli_exports_a_settings_file_as_a_trl_project(tmp_path):
+    config = tmp_path / "settings.json"
+    config.write_text(BASE.replace(algorithm={"beta": 0.0}).to_json())
+    out = tmp_path / "trl-project"
+    cmd = [sys.executable, "-m", "grpo_desktop", "export", str(config), "--format", "trl"]
+    result = _run([*cmd, "--out", str(out)], tmp_path, 120)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["format"] == "trl" and summary["train_rows"] == 24
+    assert "algorithm.std_type" in summary["unmapped"]
+    settings = json.loads((out / "settings.json").read_text())
+    assert settings["grpo_config"]["beta"] == 0.0
+    assert {"train.py", "README.md", "requirements.txt"} <= set(os.listdir(out))
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]  # no temp left
+
+
 # ---------------------------------------------------------------- real runs
 
 

@@ -56,7 +56,7 @@ ACCELERATE_CONFIGS = (
     "multi_node.yaml",
 )
 LAYOUT_PROCESSES = (1, 2, 4, 8, 16)
-Progress = Callable[[str], None]
+Progress = Callable[[float, str], None]
 
 
 def _template(name: str) -> str:
@@ -155,7 +155,6 @@ def _readme(cfg: TrainConfig, settings: dict, counts: tuple[int, int], model_not
         f"  ({trainers} training processes: the most of 7 that divide {total}.)\n",
     )
     values = {
-        "@NAME@": os.path.basename(os.path.abspath(settings["_out_dir"])),
         "@APP_VERSION@": __version__,
         "@ACCELERATE@": TESTED_VERSIONS["accelerate"],
         "@TRAIN_ROWS@": f"{counts[0]:,}",
@@ -178,11 +177,11 @@ def _readme(cfg: TrainConfig, settings: dict, counts: tuple[int, int], model_not
 def write_trl_project(cfg: TrainConfig, out_dir: str, *, progress: Progress | None = None) -> dict:
     """Write the TRL project for `cfg` into `out_dir` (created; files in it are replaced).
 
-    `progress(message)` is called before each part is written. Returns a summary: out_dir,
+    `progress(fraction, message)` is called before each part is written (fraction 0..1). Returns a summary: out_dir,
     files (relative paths), train_rows, heldout_rows, unmapped (the settings TRL has no
     equivalent for) and command (the one-process launch). Raises ConfigError for invalid
     settings and UserError (DataError, ModelError) when the data or model cannot be read."""
-    say = progress or (lambda message: None)
+    say = progress or (lambda fraction, message: None)
     problems = cfg.validate()
     if problems:
         raise ConfigError("The settings cannot be exported: " + " ".join(problems))
@@ -196,13 +195,13 @@ def write_trl_project(cfg: TrainConfig, out_dir: str, *, progress: Progress | No
         _write(os.path.join(out_dir, rel), text)
         files.append(rel)
 
-    say("Reading the training data")
+    say(0.0, "Reading the training data")
     data = load_data(cfg.data, cfg.run.seed)
     question = cfg.data.prompt_column.strip() or "question"
     answer = cfg.data.answer_column.strip() or "answer"
     if answer == question:
         question, answer = "question", "answer"
-    say(f"Writing data/train.jsonl ({len(data.train):,} rows)")
+    say(0.4, f"Writing data/train.jsonl ({len(data.train):,} rows)")
     _write_rows(os.path.join(out_dir, "data", "train.jsonl"), data.train, question, answer)
     _write_rows(os.path.join(out_dir, "data", "heldout.jsonl"), data.eval, question, answer)
     files += ["data/train.jsonl", "data/heldout.jsonl"]
@@ -219,7 +218,7 @@ def write_trl_project(cfg: TrainConfig, out_dir: str, *, progress: Progress | No
     name = cfg.model.name_or_path.strip()
     model_note = "Pass `--model PATH` to train another copy of it."
     if name.startswith("builtin:"):
-        say("Copying the built-in model")
+        say(0.6, "Copying the built-in model")
         settings["runtime"]["model"] = _copy_builtin_model(name, out_dir)
         files.append("model/")
         model_note = f"GRPO Desktop's built-in model ({name}), copied into `model/`."
@@ -233,7 +232,7 @@ def write_trl_project(cfg: TrainConfig, out_dir: str, *, progress: Progress | No
     if cfg.rewards.custom_checker.strip():
         put("custom_checker.py", cfg.rewards.custom_checker.rstrip() + "\n")
 
-    say("Writing train.py, settings.json and the launch configs")
+    say(0.8, "Writing train.py, settings.json and the launch configs")
     put("train.py", _template("train.py.tmpl"))
     document = {
         "format": "grpo-desktop-trl-project",
@@ -249,15 +248,13 @@ def write_trl_project(cfg: TrainConfig, out_dir: str, *, progress: Progress | No
         put(f"accelerate/{config}", text)
     put("slurm.sbatch", _template("slurm.sbatch"))
     put("requirements.txt", requirements())
-    settings["_out_dir"] = out_dir
     put("README.md", _readme(cfg, settings, (len(data.train), len(data.eval)), model_note))
-    say("Done")
+    say(1.0, "Done")
     return {
         "out_dir": os.path.abspath(out_dir),
         "files": files,
         "train_rows": len(data.train),
         "heldout_rows": len(data.eval),
         "unmapped": [row[0] for row in unmapped_rows(cfg)],
-        "mapped": {m.setting: m.target for m in MAPPED},
         "command": "python train.py --output_dir output",
     }
