@@ -106,6 +106,7 @@ def test_a_part_that_could_not_score_is_none_and_the_total_the_rest():
             "digits": [0.5, float("nan")],
             "tagged": [1.0, float("nan")],
             "answer": ["2", "2"],
+            "extracted": [1.0, None],  # (the exported projects log the answer the checker read)
             "advantage": [0.7, -0.7],
         }
     )
@@ -118,6 +119,7 @@ def test_a_part_that_could_not_score_is_none_and_the_total_the_rest():
     assert rows[0]["rewards"] == {"digits": 0.5, "tagged": 1.0} and rows[0]["reward"] == 1.5
     assert rows[1]["rewards"] == {"digits": None, "tagged": None} and rows[1]["reward"] is None
     assert rows[0]["answer"] == "2"  # an answer column is the reference answer, not a reward
+    assert rows[0]["extracted"] == "1.0" and rows[1]["extracted"] is None
 
 
 def test_message_text():

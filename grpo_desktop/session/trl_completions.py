@@ -13,7 +13,8 @@ conversational dataset (shown question first, then the system prompt: `prompt_te
 `Rollouts` event: each group's prompt once, rows with group, completion, rewards ({name: value
 | None}), reward and advantage. What TRL does not write stays out: the completion's token
 length, whether it was cut off, the reference answer (unless a column named answer or solution
-was logged), and the reward weights: `reward` here is the plain sum of the parts that scored
+was logged; a column named extracted, as the app's exported TRL projects log, is the answer the
+checker read), and the reward weights: `reward` here is the plain sum of the parts that scored
 (TRL's default weights of 1; None when none scored). Other extra columns become the row's
 `reasons`, so the inspector shows them. Groups are runs of the same prompt. Needs pyarrow
 (imported on first use); no Qt, no torch.
@@ -29,6 +30,7 @@ from typing import Any
 COMPLETIONS_DIR = "completions"
 COMPLETION_FILE = re.compile(r"completions_(\d+)\.parquet")
 FIXED_COLUMNS = ("step", "prompt", "completion", "advantage", "image")
+EXTRACTED = "extracted"  # logged by the app's exported TRL projects: the answer the checker read
 ANSWER_COLUMNS = ("answer", "solution", "ground_truth")
 
 
@@ -89,7 +91,7 @@ def reward_columns(
 ) -> list[str]:
     """The reward function columns: those the log history names (rewards/NAME/mean), else
     (no history yet) every floating-point column that is not one of TRL's fixed ones."""
-    rest = [c for c in columns if c not in FIXED_COLUMNS]
+    rest = [c for c in columns if c not in FIXED_COLUMNS and c != EXTRACTED]
     if reward_names:
         return [c for c in rest if c in reward_names]
     return [c for c in rest if types.get(c, "").startswith(("double", "float"))]
@@ -135,8 +137,12 @@ def read_completions(
         }
         if answer is not None:
             row["answer"] = "" if record.get(answer) is None else str(record.get(answer))
+        if EXTRACTED in extra:
+            value = record.get(EXTRACTED)
+            row["extracted"] = None if value is None else str(value)
+        named = (answer, EXTRACTED)
         reasons = {
-            c: str(record.get(c)) for c in extra if c != answer and record.get(c) is not None
+            c: str(record.get(c)) for c in extra if c not in named and record.get(c) is not None
         }
         if reasons:
             row["reasons"] = reasons
