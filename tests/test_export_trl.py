@@ -406,9 +406,11 @@ def test_rewards_score_as_the_apps_reward_set(project, tmp_path):
     assert list(got) == expected.names == ["accuracy", "format", "custom"]
     assert got == expected.values
     assert got["accuracy"] == [1.0, 0.0, 0.0, 1.0]  # the hedge scores 0 (strict checker)
-    assert extra["extracted"][0] == "56"
+    assert extra["extracted"][0] == "56" and extra["answer"] == answers
+    assert extra["reasons"][0] is None
     assert "several answers" in extra["reasons"][1]
     assert got["custom"][2] is None and "boom" in extra["checker_error"][2]
+    assert extra["checker_error"][0] is None
     assert metrics["checker_error_rate"] == 0.25
 
 
@@ -537,10 +539,25 @@ def test_the_exported_project_trains_one_step_unchanged(project, tmp_path):
 
     table = pd.read_parquet(out / "completions" / "completions_00001.parquet")
     assert len(table) == 4  # B·G
-    assert {"prompt", "completion", "accuracy", "format", "advantage", "extracted"} <= set(
-        table.columns
-    )
+    assert {
+        "prompt",
+        "completion",
+        "accuracy",
+        "format",
+        "advantage",
+        "extracted",
+        "answer",
+    } <= set(table.columns)
     assert (out / "adapter_config.json").is_file()  # LoRA: the trained adapter is saved
+    # The app opens the output folder: one step in the plots, its four rollouts with the gold
+    # answer and the answer the checker read.
+    from grpo_desktop.session.trl_run import TrlRunReader
+
+    events = TrlRunReader(str(out)).poll()
+    assert [e.step for e in events if e.type == "step"] == [1]
+    (rollouts,) = [e for e in events if e.type == "rollouts"]
+    assert len(rollouts.rows) == 4
+    assert all("extracted" in row and row["answer"].isdigit() for row in rollouts.rows)
 
 
 @pytest.mark.slow
