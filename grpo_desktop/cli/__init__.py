@@ -10,6 +10,7 @@
     grpo-desktop open TRL_OUTPUT_DIR      watch a TRL run (or RUN_DIR) read-only, live while it trains
     grpo-desktop config --demo > my.json  (or --preset dapo)
     grpo-desktop eval --demo | RUN_DIR | MODEL_DIR [--n 200] [--seed S]   (one JSON line)
+    grpo-desktop eval RUN_DIR --compare base [--against STEP] [--table FILE.csv]   (before/after)
     grpo-desktop score my.json | my-run.grpo | --demo --input samples.jsonl [--output out.jsonl]
     grpo-desktop estimate my.json | my-run.grpo | --demo [--json]   (memory and time before Start)
     grpo-desktop export RUN | my-run.grpo | my.json --format adapter|merged|gguf|trl --out DIR
@@ -37,6 +38,7 @@ from grpo_desktop.cli.common import (
     add_settings_argument,
     add_trust_checker_argument,
 )
+from grpo_desktop.cli.compare_cmd import add_compare_arguments
 from grpo_desktop.cli.estimate import add_parser as estimate_parser
 from grpo_desktop.cli.export_cmd import add_parser as export_parser
 from grpo_desktop.cli.score import add_parser as score_parser
@@ -118,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
         help="allow the model's own Python code (a model folder's .py files, or a run's when "
         "its config sets model.trust_remote_code) and remember it as trusted",
     )
+    add_compare_arguments(e)
 
     score_parser(sub)
     estimate_parser(sub)

@@ -1,4 +1,5 @@
 """`grpo-desktop eval --demo | RUN_DIR | MODEL_DIR`: held-out accuracy as one JSON line.
+With --compare, a before/after comparison of two of a run's models (cli/compare_cmd.py).
 
 A model's own code (model.trust_remote_code: in a run's config, or --trust-remote-code for a
 plain model folder) runs only once trusted: --trust-remote-code allows and remembers it."""
@@ -13,6 +14,13 @@ def cmd_eval(args) -> int:
 
     from grpo_desktop.engine.errors import UserError
 
+    if args.compare is not None:
+        from grpo_desktop.cli.compare_cmd import cmd_compare
+
+        return cmd_compare(args)
+    given = [f"--{n}" for n in ("against", "table", "problems") if getattr(args, n) is not None]
+    if given:
+        return fail(f"{', '.join(given)} only go with --compare (e.g. --compare base).")
     if args.demo == bool(args.target):
         return fail("give either a model or run folder, or --demo.")
     from grpo_desktop.engine.eval_target import evaluate_target, target_config
