@@ -20,7 +20,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from grpo_desktop.session.history import RunHistory, replay
-from grpo_desktop.session.trl_completions import message_text, prompt_text, read_completions
+from grpo_desktop.session.trl_completions import (
+    fit_weights,
+    message_text,
+    prompt_text,
+    read_completions,
+)
 from grpo_desktop.session.trl_run import STALE_S, TrlRunReader, is_trl_run
 from grpo_desktop.session.trl_state import read_state, step_metrics
 
@@ -240,6 +245,41 @@ def test_steps_beyond_the_memory_bound_are_paged_from_the_parquet_files():
     assert [r["completion"] for r in rows] == [r["completion"][0]["content"] for r in raw]
     assert rows[0]["prompt"].endswith("\n\nsystem: Answer with a number.")
     assert history.rollouts.get(9) is None
+
+
+def test_reward_weights_are_worked_out_from_the_log():
+    # The fixture ran with TRL's default weights: the fit says 1 and 1.
+    steps = step_metrics(read_state(os.path.join(FIXTURE, "trainer_state.json")))
+    assert fit_weights(steps, ["digits", "tagged"]) == {"digits": 1.0, "tagged": 1.0}
+    # By hand: reward = 1·a + 0.2·b at each step (0.5 + 0.2 = 0.7, 1 + 0.1 = 1.1, 0 + 0.2).
+    made = {1: {"reward": 0.7, "rewards/a/mean": 0.5, "rewards/b/mean": 1.0},
+            2: {"reward": 1.1, "rewards/a/mean": 1.0, "rewards/b/mean": 0.5},
+            3: {"reward": 0.2, "rewards/a/mean": 0.0, "rewards/b/mean": 1.0}}  # fmt: skip
+    assert fit_weights(made, ["a", "b"]) == {"a": 1.0, "b": 0.2}
+    # two steps fit any two weights exactly, so they prove nothing
+    assert fit_weights({1: made[1], 2: made[2]}, ["a", "b"]) is None
+    made[3]["reward"] = 0.5  # no weights give all three steps' rewards
+    assert fit_weights(made, ["a", "b"]) is None
+
+
+def test_a_weighted_run_totals_its_rows_with_the_weights(tmp_path):
+    # The fixture as if run with reward_weights=[1, 0.5]: TRL's logged reward is
+    # digits_mean + 0.5 * tagged_mean (TRL's nanmean: an answer tagged could not score adds 0).
+    run = str(tmp_path / "out")
+    for step in (1, 2, 3):
+        _copy(f"completions/completions_{step:05d}.parquet", run)
+    state = json.loads(Path(FIXTURE, "trainer_state.json").read_text())
+    for entry in state["log_history"]:
+        if "rewards/digits/mean" in entry:
+            entry["reward"] = entry["rewards/digits/mean"] + 0.5 * entry["rewards/tagged/mean"]
+    Path(run, "trainer_state.json").write_text(json.dumps(state))
+    events = TrlRunReader(run).poll()
+    (note,) = [e for e in events if e.type == "log"]
+    assert "digits × 1, tagged × 0.5" in note.message
+    rows = next(e for e in events if e.type == "rollouts" and e.step == 2).rows
+    raw = pq.read_table(os.path.join(COMPLETIONS, "completions_00002.parquet")).to_pylist()
+    for row, rec in zip(rows, raw, strict=True):
+        assert row["reward"] == pytest.approx(rec["digits"] + 0.5 * rec["tagged"])
 
 
 def test_health_alarms_are_computed_on_the_run():

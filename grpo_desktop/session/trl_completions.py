@@ -14,9 +14,10 @@ conversational dataset (shown question first, then the system prompt: `prompt_te
 | None}), reward and advantage. What TRL does not write stays out: the completion's token
 length, whether it was cut off, the reference answer (unless a column named answer or solution
 was logged; a column named extracted, as the app's exported TRL projects log, is the answer the
-checker read), and the reward weights: `reward` here is the plain sum of the parts that scored
-(TRL's default weights of 1; None when none scored). Other extra columns become the row's
-`reasons`, so the inspector shows them. Groups are runs of the same prompt. Needs pyarrow
+checker read; one named reasons, "name: why; …", the row's reasons), and the reward weights:
+`reward` is the sum of the parts that scored, each times its weight in `weights` (worked out from
+the log history by `fit_weights`; 1 when not known, TRL's default; None when no part scored).
+Other extra columns become the row's `reasons`, so the inspector shows them. Groups are runs of the same prompt. Needs pyarrow
 (imported on first use); no Qt, no torch.
 """
 
@@ -31,6 +32,7 @@ COMPLETIONS_DIR = "completions"
 COMPLETION_FILE = re.compile(r"completions_(\d+)\.parquet")
 FIXED_COLUMNS = ("step", "prompt", "completion", "advantage", "image")
 EXTRACTED = "extracted"  # logged by the app's exported TRL projects: the answer the checker read
+REASONS = "reasons"  # and why each function scored so, "name: why; name: why"
 ANSWER_COLUMNS = ("answer", "solution", "ground_truth")
 
 
@@ -98,7 +100,7 @@ def reward_columns(
 
 
 def read_completions(
-    path: str, reward_names: set[str] | None = None
+    path: str, reward_names: set[str] | None = None, weights: dict[str, float] | None = None
 ) -> tuple[int, list[str], list[dict]]:
     """(step, each group's prompt, rows) of one completions file; raises OSError or ValueError
     (pyarrow's errors are ValueErrors) for a file that cannot be read, e.g. one being written."""
@@ -126,7 +128,8 @@ def read_completions(
             prompts.append(prompt)
             last_prompt = prompt
         parts = {name: _score(record.get(name)) for name in rewards}
-        scored = [v for v in parts.values() if v is not None]
+        weight = weights or {}
+        scored = [v * weight.get(k, 1.0) for k, v in parts.items() if v is not None]
         row = {
             "group": len(prompts) - 1,
             "completion": message_text(record.get("completion")),
@@ -140,14 +143,52 @@ def read_completions(
         if EXTRACTED in extra:
             value = record.get(EXTRACTED)
             row["extracted"] = None if value is None else str(value)
-        named = (answer, EXTRACTED)
-        reasons = {
-            c: str(record.get(c)) for c in extra if c not in named and record.get(c) is not None
-        }
+        named = (answer, EXTRACTED, REASONS)
+        reasons = _reasons(record.get(REASONS)) if REASONS in extra else {}
+        reasons.update(
+            (c, str(record.get(c))) for c in extra if c not in named and record.get(c) is not None
+        )
         if reasons:
             row["reasons"] = reasons
         rows.append(row)
     return step, prompts, rows
+
+
+def _reasons(value: Any) -> dict[str, str]:
+    """The exported projects' "name: why; name: why" as {name: why} (text that does not split
+    so stays whole under "reasons"); {} for an empty value."""
+    if not value:
+        return {}
+    out = {}
+    for part in str(value).split("; "):
+        name, sep, why = part.partition(": ")
+        if not sep:
+            return {REASONS: str(value)}
+        out[name] = why
+    return out
+
+
+def fit_weights(steps: dict[int, dict], names: list[str]) -> dict[str, float] | None:
+    """The reward weights w that make each step's logged reward Σ w·rewards/NAME/mean (TRL's
+    weighted sum, GRPOConfig.reward_weights), by least squares over the steps; None when the
+    steps cannot tell them apart and check them (no more steps than functions, a part that
+    never varies against another) or the fit is not exact (a part that could not score some
+    answers)."""
+    import numpy as np
+
+    rows, totals = [], []
+    for metrics in steps.values():
+        means = [metrics.get(f"rewards/{n}/mean") for n in names]
+        if metrics.get("reward") is not None and all(m is not None for m in means):
+            rows.append(means)
+            totals.append(metrics["reward"])
+    if not names or len(rows) <= len(names):  # as many steps as unknowns always "fit"
+        return None
+    a, b = np.array(rows, dtype=float), np.array(totals, dtype=float)
+    w, _, rank, _ = np.linalg.lstsq(a, b, rcond=None)
+    if rank < len(names) or np.abs(a @ w - b).max() > 1e-5 * max(1.0, np.abs(b).max()):
+        return None
+    return {n: float(np.round(x, 6)) for n, x in zip(names, w, strict=True)}
 
 
 def advantage_histogram(values: list[float | None], bins: int = 21) -> dict:

@@ -26,9 +26,9 @@ than what was shown (the run was restarted from an earlier checkpoint) comes out
 `RunStarted`, which drops the later steps from the history, as the app's own resumed runs do.
 
 Never writes into the folder. What TRL does not record is not invented: no held-out accuracy
-(TRL's evaluation loss is not it), no token lengths or truncation per completion, and rows'
-total reward is the unweighted sum of the parts (a run with reward_weights says so in a log
-message). No Qt, no torch.
+(TRL's evaluation loss is not it), no token lengths or truncation per completion. Rows' total
+reward uses the reward weights worked out from the log history (`fit_weights`; said once in a log
+message when they are not all 1), or weights of 1 while they cannot be told. No Qt, no torch.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from grpo_desktop.session import trl_state
 from grpo_desktop.session.trl_completions import (
     advantage_histogram,
     completion_files,
+    fit_weights,
     read_completions,
 )
 
@@ -123,6 +124,7 @@ class TrlRunReader:
         self._totals: dict[int, float] = {}  # step -> mean row reward, TRL's way (None as 0)
         self._reward_names: set[str] = set()
         self._weights_noted = False
+        self._weights: dict[str, float] | None = None  # reward weights fitted to the log
         self.elapsed = 0.0
 
     # ------------------------------------------------------------------ polling
@@ -133,12 +135,14 @@ class TrlRunReader:
         state, warnings = self._newest_state()
         if state is not None:
             self.total_steps = trl_state.total_steps(state) or self.total_steps
+            steps = trl_state.step_metrics(state)
             self._reward_names = {
                 k.split("/")[1]
-                for m in trl_state.step_metrics(state).values()
+                for m in steps.values()
                 for k in m
                 if k.startswith("rewards/") and k.endswith("/mean") and k.count("/") == 2
             }
+            self._weights = fit_weights(steps, sorted(self._reward_names)) or self._weights
         if not self.started:
             self.started = True
             out.append(
@@ -169,7 +173,9 @@ class TrlRunReader:
         for found, path in completion_files(self.folder):
             if found == step:
                 try:
-                    _, prompts, rows = read_completions(path, self._reward_names or None)
+                    _, prompts, rows = read_completions(
+                        path, self._reward_names or None, self._weights
+                    )
                 except (OSError, ValueError, KeyError, TypeError):
                     return None
                 return rows_with_prompts(rows, prompts)
@@ -250,7 +256,9 @@ class TrlRunReader:
             if stamp is None or self._stamps.get(path) == stamp:
                 continue
             try:
-                step, prompts, rows = read_completions(path, self._reward_names or None)
+                step, prompts, rows = read_completions(
+                    path, self._reward_names or None, self._weights
+                )
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 out += self._failed(path, stamp, _why(exc))
                 continue
@@ -312,11 +320,25 @@ class TrlRunReader:
         return out
 
     def _note_weights(self, step: int, metrics: dict) -> list[Event]:
-        """Once: the rows' unweighted total differs from the reward TRL logged (reward_weights)."""
-        logged, rows = metrics.get("reward"), self._totals.get(step)
-        if self._weights_noted or logged is None or rows is None:
+        """Once: the reward weights worked out from the log (when not all 1), or that the rows'
+        totals differ from the reward TRL logged in a way the log does not explain."""
+        if self._weights_noted:
             return []
-        if abs(logged - rows) <= 1e-4 * max(1.0, abs(logged)):
+        weights = self._weights or {}
+        if any(abs(w - 1.0) > 1e-6 for w in weights.values()):
+            self._weights_noted = True
+            parts = ", ".join(f"{name} × {w:g}" for name, w in weights.items())
+            return [
+                LogMessage(
+                    step=step,
+                    level="info",
+                    message=f"This run weighs its reward functions ({parts}), worked out from "
+                    "the rewards TRL logged (GRPOConfig.reward_weights is not in its files): "
+                    "the Rollouts tab's totals use these weights.",
+                )
+            ]
+        logged, rows = metrics.get("reward"), self._totals.get(step)
+        if logged is None or rows is None or abs(logged - rows) <= 1e-4 * max(1.0, abs(logged)):
             return []
         self._weights_noted = True
         return [
@@ -324,9 +346,9 @@ class TrlRunReader:
                 step=step,
                 level="info",
                 message=f"The Reward plot shows the reward TRL logged ({logged:.4g} at step "
-                f"{step}); the Rollouts tab's total is the unweighted sum of the reward "
-                f"columns ({rows:.4g}): this run weighs its reward functions "
-                "(GRPOConfig.reward_weights), which TRL does not write into its logs.",
+                f"{step}); the Rollouts tab's total is the sum of the reward columns "
+                f"({rows:.4g}): this run weighs its reward functions in a way its logs do not "
+                "show (GRPOConfig.reward_weights).",
             )
         ]
 
