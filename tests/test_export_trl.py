@@ -1,24 +1,22 @@
-"""The TRL export (engine/export_trl.py): every mapped setting reaches the GRPOConfig (or peft,
-bitsandbytes, data, reward object) that the exported train.py builds from it, the prompts and
-rewards are the app's, the README lists what TRL cannot do, and the exported project runs
-unchanged: one process here, two processes (gloo on the CPU) in the slow suite.
+"""The TRL export (engine/export_trl.py, export_trl_map.py): every mapped setting reaches the
+GRPOConfig (or peft, bitsandbytes, data, reward settings) that the exported train.py builds from
+the exported settings.json, the command line overrides it, B·G splits over any number of
+processes, the README lists what TRL cannot do, the versions are pinned, the CLI exports.
+Prompts, rewards and real runs of the exported project: test_export_trl_project.py.
 
 The GRPOConfigs are built in this process by the exported train.py's own functions (loaded from
-the exported folder), from the exported settings.json."""
+the exported folder)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import subprocess
 import sys
 from importlib import metadata
-from pathlib import Path
 
 import pytest
+from trl_export import BASE, export_settings, grpo, make_project, run
 
-from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.export_trl import (
     ACCELERATE_CONFIGS,
     TESTED_VERSIONS,
@@ -27,41 +25,12 @@ from grpo_desktop.engine.export_trl import (
 )
 from grpo_desktop.engine.export_trl_map import MAPPED, UNMAPPED, batch_layout
 
-ROOT = Path(__file__).resolve().parent.parent
 pytest.importorskip("trl")
-
-# Small and quick: B·G = 4 completions of at most 8 tokens; 24 problems.
-BASE = TrainConfig().replace(
-    algorithm={"prompts_per_step": 2, "num_generations": 2, "max_completion_length": 8},
-    data={"arithmetic_size": 24, "eval_size": 4},
-    run={"max_steps": 3},
-)
-
-
-def _load_train(folder: Path):
-    spec = importlib.util.spec_from_file_location(
-        f"trl_train_{abs(hash(folder))}", folder / "train.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    """(folder, train module) of BASE's export."""
-    folder = tmp_path_factory.mktemp("trl-project")
-    write_trl_project(BASE, str(folder))
-    return folder, _load_train(folder)
-
-
-def _export(tmp_path: Path, cfg: TrainConfig) -> dict:
-    write_trl_project(cfg, str(tmp_path))
-    return json.loads((tmp_path / "settings.json").read_text())
-
-
-def _grpo(train, settings: dict, overrides: dict | None = None, world: int = 1):
-    return train.build_grpo_config(settings, {"output_dir": "unused", **(overrides or {})}, world)
+    return make_project(tmp_path_factory)
 
 
 # ---------------------------------------------------------------- each mapped setting
@@ -225,25 +194,25 @@ def test_a_changed_setting_changes_its_trl_field(project, tmp_path, setting, val
     section, name = setting.split(".")
     after = before.replace(**{section: {name: value}})
     assert after.validate() == []
-    old = _export(tmp_path / "before", before)
-    new = _export(tmp_path / "after", after)
-    got_old = read(_grpo(train, old), old, train)
-    got_new = read(_grpo(train, new), new, train)
+    old = export_settings(tmp_path / "before", before)
+    new = export_settings(tmp_path / "after", after)
+    got_old = read(grpo(train, old), old, train)
+    got_new = read(grpo(train, new), new, train)
     assert got_new == expected
     assert got_old != expected  # the change is what made the difference
 
 
 def test_min_completion_length_is_min_tokens_with_vllm(project, tmp_path):
     _, train = project
-    settings = _export(tmp_path, BASE.replace(algorithm={"min_completion_length": 4}))
-    config = _grpo(train, settings, {"use_vllm": True, "vllm_mode": "colocate"})
+    settings = export_settings(tmp_path, BASE.replace(algorithm={"min_completion_length": 4}))
+    config = grpo(train, settings, {"use_vllm": True, "vllm_mode": "colocate"})
     assert config.generation_kwargs == {"min_tokens": 4}
     assert config.use_vllm and config.vllm_mode == "colocate"
 
 
 def test_fixed_fields_keep_the_app_behaviour(project):
     folder, train = project
-    config = _grpo(train, train.load_settings())
+    config = grpo(train, train.load_settings())
     assert config.use_bias_correction_kl is False  # the app's plain k3 KL
     assert config.logging_steps == 1 and config.log_completions is True
     assert str(config.lr_scheduler_type.value) == "constant_with_warmup"
@@ -294,126 +263,6 @@ def test_a_world_that_does_not_divide_b_times_g_stops_with_a_message(project):
         train.build_grpo_config(train.load_settings(), {"output_dir": "o"}, 3)
 
 
-# ---------------------------------------------------------------- prompts, data, rewards
-
-
-def _templates():
-    from grpo_desktop.engine.tiny import build_tokenizer
-
-    chat = build_tokenizer()
-    plain = build_tokenizer()
-    plain.chat_template = None
-    no_system = build_tokenizer()
-    no_system.chat_template = (
-        "{% if messages[0]['role'] == 'system' %}{{ raise_exception('no system role') }}{% endif %}"
-        + chat.chat_template
-    )
-    return {"chat": chat, "plain": plain, "no_system": no_system}
-
-
-@pytest.mark.parametrize("kind", ["chat", "plain", "no_system"])
-@pytest.mark.parametrize("system", ["Think first.", ""])
-def test_prompts_render_as_the_apps(project, kind, system):
-    from grpo_desktop.engine.data import build_prompt
-
-    _, train = project
-    tok = _templates()[kind]
-    prompt = train.prompt_maker(tok, system)("What is 7 × 8?")
-    rendered = (
-        prompt
-        if isinstance(prompt, str)
-        else tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-    )
-    assert rendered == build_prompt(tok, "What is 7 × 8?", system)
-    assert isinstance(prompt, str) == (kind == "plain")
-
-
-def test_file_data_keeps_the_apps_rows_columns_and_answers(project, tmp_path):
-    from grpo_desktop.engine.data import load_data
-    from grpo_desktop.engine.tiny import build_tokenizer
-
-    _, train = project
-    rows = tmp_path / "gsm.jsonl"
-    lines = [
-        {"problem": f"Tom has {i} apples. One more?", "solution": f"{i}+1 #### {i + 1:,}"}
-        for i in range(998, 1010)
-    ]
-    lines.insert(3, {"problem": "", "solution": "#### 1"})  # skipped by the app: no prompt
-    rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
-    cfg = BASE.replace(
-        data={
-            "source": "file",
-            "path": str(rows),
-            "prompt_column": "problem",
-            "answer_column": "solution",
-            "eval_size": 2,
-        }
-    )
-    out = tmp_path / "p"
-    summary = write_trl_project(cfg, str(out))
-    settings = train.load_settings(str(out / "settings.json"))
-    dataset = train.load_train_dataset(
-        settings, build_tokenizer(), str(out / "data" / "train.jsonl")
-    )
-    app = load_data(cfg.data, cfg.run.seed)
-    assert summary["train_rows"] == len(dataset) == len(app.train) == 10
-    assert dataset["problem"] == [ex.problem for ex in app.train]
-    assert dataset["answer"] == [ex.answer for ex in app.train]  # '#### 1,001' -> '1001'
-    assert "1001" in dataset["answer"]
-    assert dataset[0]["prompt"][0] == {"role": "system", "content": cfg.data.system_prompt}
-    assert len((out / "data" / "heldout.jsonl").read_text().splitlines()) == 2
-
-
-def test_rewards_score_as_the_apps_reward_set(project, tmp_path):
-    from grpo_desktop.engine.rewards import RewardSet
-    from grpo_desktop.engine.tiny import build_tokenizer
-
-    _, train = project
-    checker = "def check(completion, answer, prompt):\n    if 'boom' in completion:\n        raise ValueError('boom')\n    return float(answer in completion)\n"
-    cfg = BASE.replace(rewards={"custom_checker": checker, "custom_weight": 0.5})
-    out = tmp_path / "p"
-    write_trl_project(cfg, str(out))
-    assert (out / "custom_checker.py").read_text() == checker
-    tok = build_tokenizer()
-    texts = [
-        "<think>7*8</think><answer>56</answer>",
-        "It is 54 or 56.",
-        "<think>x</think><answer>boom</answer>",
-        "The answer is 56",
-    ]
-    ids = [tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for t in texts]
-    problems, answers = ["What is 7 × 8?"] * 4, ["56"] * 4
-    extra, metrics = {}, {}
-    train = _load_train(out)  # this export's train.py reads its custom_checker.py
-    rewards = train.AppRewards(train.load_settings(), tok)
-    try:
-        got = {
-            fn.__name__: fn(
-                prompts=problems,
-                completions=texts,
-                completion_ids=ids,
-                problem=problems,
-                answer=answers,
-                log_extra=lambda k, v: extra.setdefault(k, v),
-                log_metric=lambda k, v: metrics.setdefault(k, v),
-            )
-            for fn in rewards.functions()
-        }
-    finally:
-        rewards.close()
-    with RewardSet(cfg.rewards) as app:
-        expected = app.score(problems, texts, answers)
-    assert list(got) == expected.names == ["accuracy", "format", "custom"]
-    assert got == expected.values
-    assert got["accuracy"] == [1.0, 0.0, 0.0, 1.0]  # the hedge scores 0 (strict checker)
-    assert extra["extracted"][0] == "56" and extra["answer"] == answers
-    assert extra["reasons"][0] is None
-    assert "several answers" in extra["reasons"][1]
-    assert got["custom"][2] is None and "boom" in extra["checker_error"][2]
-    assert extra["checker_error"][0] is None
-    assert metrics["checker_error_rate"] == 0.25
-
-
 # ---------------------------------------------------------------- files
 
 
@@ -461,10 +310,7 @@ def test_export_imports_no_torch(tmp_path):
         f"write_trl_project(TrainConfig(), {str(tmp_path)!r})\n"
         "print(sorted(m for m in ('torch', 'transformers', 'trl', 'datasets') if m in sys.modules))\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
-    )
+    out = run([sys.executable, "-c", code], tmp_path, 120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
@@ -481,7 +327,7 @@ def test_cli_exports_a_settings_file_as_a_trl_project(tmp_path):
     config.write_text(BASE.replace(algorithm={"beta": 0.0}).to_json())
     out = tmp_path / "trl-project"
     cmd = [sys.executable, "-m", "grpo_desktop", "export", str(config), "--format", "trl"]
-    result = _run([*cmd, "--out", str(out)], tmp_path, 120)
+    result = run([*cmd, "--out", str(out)], tmp_path, 120)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["format"] == "trl" and summary["train_rows"] == 24
@@ -490,111 +336,3 @@ def test_cli_exports_a_settings_file_as_a_trl_project(tmp_path):
     assert settings["grpo_config"]["beta"] == 0.0
     assert {"train.py", "README.md", "requirements.txt"} <= set(os.listdir(out))
     assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]  # no temp left
-
-
-# ---------------------------------------------------------------- real runs
-
-
-def _run(cmd: list[str], cwd: Path, timeout: int, env: dict | None = None):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=timeout)
-
-
-def _logged_steps(out: Path) -> list[dict]:
-    state = json.loads((out / "trainer_state.json").read_text())
-    return [h for h in state["log_history"] if "loss" in h]
-
-
-METRICS = (
-    "reward",
-    "reward_std",
-    "rewards/accuracy/mean",
-    "rewards/format/mean",
-    "frac_reward_zero_std",
-    "kl",
-    "entropy",
-    "loss",
-    "grad_norm",
-    "learning_rate",
-    "completions/mean_length",
-    "completions/clipped_ratio",
-    "clip_ratio/region_mean",
-    "num_tokens",
-    "step_time",
-)
-
-
-def test_the_exported_project_trains_one_step_unchanged(project, tmp_path):
-    folder, _ = project
-    out = tmp_path / "out"
-    result = _run(
-        [sys.executable, "train.py", "--max_steps", "1", "--output_dir", str(out)], folder, 300
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "GRPO on 1 process(es) (cpu, backend none)" in result.stderr
-    (step,) = _logged_steps(out)
-    assert step["step"] == 1
-    assert set(METRICS) <= set(step), sorted(set(METRICS) - set(step))
-    import pandas as pd
-
-    table = pd.read_parquet(out / "completions" / "completions_00001.parquet")
-    assert len(table) == 4  # B·G
-    assert {
-        "prompt",
-        "completion",
-        "accuracy",
-        "format",
-        "advantage",
-        "extracted",
-        "answer",
-    } <= set(table.columns)
-    assert (out / "adapter_config.json").is_file()  # LoRA: the trained adapter is saved
-    # The app opens the output folder: one step in the plots, its four rollouts with the gold
-    # answer and the answer the checker read.
-    from grpo_desktop.session.trl_run import TrlRunReader
-
-    events = TrlRunReader(str(out)).poll()
-    assert [e.step for e in events if e.type == "step"] == [1]
-    (rollouts,) = [e for e in events if e.type == "rollouts"]
-    assert len(rollouts.rows) == 4
-    assert all("extracted" in row and row["answer"].isdigit() for row in rollouts.rows)
-
-
-@pytest.mark.slow
-def test_the_exported_project_trains_on_two_cpu_processes(project, tmp_path):
-    folder, _ = project
-    out = tmp_path / "out"
-    # accelerate 1.15 starts several CPU processes only through MPI (`--cpu --num_processes 2`
-    # starts one); on a machine without a GPU, --multi_gpu starts two with torchrun and train.py
-    # puts them on the CPU, where accelerate joins them with gloo.
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes"]
-    cmd += ["2", "train.py", "--max_steps", "2", "--output_dir", str(out)]
-    result = _run(cmd, folder, 600, {"CUDA_VISIBLE_DEVICES": ""})
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "GRPO on 2 process(es) (cpu, backend gloo)" in result.stderr
-    assert "x 2 = 4 completions per step" in result.stderr
-    steps = _logged_steps(out)
-    assert [s["step"] for s in steps] == [1, 2]
-    for step in steps:
-        assert set(METRICS) <= set(step)
-    assert sorted(os.listdir(out / "completions")) == [
-        "completions_00001.parquet",
-        "completions_00002.parquet",
-    ]
-
-
-@pytest.mark.slow
-def test_accelerate_cpu_flag_with_two_processes_is_explained(project, tmp_path):
-    """The issue's `accelerate launch --num_processes 2 --cpu` starts one process in accelerate
-    1.15 (its simple launcher; several CPU processes need MPI): train.py says so and trains."""
-    folder, _ = project
-    out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--cpu"]
-    cmd += ["train.py", "--max_steps", "1", "--output_dir", str(out)]
-    result = _run(cmd, folder, 600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert (
-        "started one process" in result.stderr and "--multi_gpu --num_processes N" in result.stderr
-    )
-    assert "GRPO on 1 process(es)" in result.stderr
-    assert [s["step"] for s in _logged_steps(out)] == [1]
