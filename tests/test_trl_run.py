@@ -306,3 +306,32 @@ def test_a_real_trl_run_reads_back(tmp_path):
     assert sorted(history.rollouts.steps) == [1, 2]
     assert len(history.rollouts.get(2)) == ROWS
     assert history.finished["status"] == "completed"
+
+
+@pytest.mark.slow
+def test_a_trl_run_followed_while_it_trains(tmp_path):
+    """TRL trains 6 steps (a checkpoint every 2, a reward that takes 0.5 s) while the reader
+    polls every 0.2 s: the steps
+    arrive in several polls as the checkpoints are written, every poll's files are read whole or
+    skipped (no warning), and the end is the whole run."""
+    out = str(tmp_path / "trl-out")
+    cmd = [sys.executable, os.path.join(HERE, "trl_tiny_run.py"), out, "--steps", "6"]
+    cmd += ["--reward-delay", "0.5"]  # a step takes over half a second: polls fall between
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    reader, events, polls_with_steps = TrlRunReader(out), [], 0
+    try:
+        while proc.poll() is None:
+            new = reader.poll()
+            polls_with_steps += any(e.type == "step" for e in new)
+            events += new
+            time.sleep(0.2)
+    finally:
+        proc.wait(timeout=300)
+    assert proc.returncode == 0
+    events += reader.poll()
+    history = replay(events)
+    assert history.steps.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert sorted(history.rollouts.steps) == [1, 2, 3, 4, 5, 6]
+    assert polls_with_steps >= 2  # live: checkpoint-2, -4, -6 came in different polls
+    assert [e for e in events if e.type == "log" and e.level == "warning"] == []
+    assert history.finished["status"] == "completed"

@@ -2,6 +2,7 @@
 folder the app's Open Run Folder reads (tests/test_trl_run.py).
 
     python tests/trl_tiny_run.py OUT [--steps 3] [--save-steps 2] [--states-only]
+                                     [--reward-delay SECONDS]
 
 Writes OUT/ as TRL does (checkpoint-N/trainer_state.json every --save-steps, completions/
 completions_NNNNN.parquet every step, and at the end the model and a top-level
@@ -20,6 +21,7 @@ import glob
 import os
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -36,8 +38,12 @@ tests/test_trl_run.py; regenerate it with the command above.
 """
 
 
+REWARD_DELAY_S = [0.0]  # --reward-delay: a slow reward, so a test can watch the run being written
+
+
 def digits(prompts, completions, **_columns):
     """Share of the answer's characters that are digits: a graded score, so groups have spread."""
+    time.sleep(REWARD_DELAY_S[0])
     texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
     return [sum(ch.isdigit() for ch in t) / max(1, len(t)) for t in texts]
 
@@ -54,7 +60,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--save-steps", type=int, default=2)
     p.add_argument("--states-only", action="store_true")
+    p.add_argument("--reward-delay", type=float, default=0.0, help="seconds per reward call")
     args = p.parse_args()
+    REWARD_DELAY_S[0] = args.reward_delay
 
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
