@@ -311,9 +311,8 @@ def test_a_real_trl_run_reads_back(tmp_path):
 @pytest.mark.slow
 def test_a_trl_run_followed_while_it_trains(tmp_path):
     """TRL trains 6 steps (a checkpoint every 2, a reward that takes 0.5 s) while the reader
-    polls every 0.2 s: the steps
-    arrive in several polls as the checkpoints are written, every poll's files are read whole or
-    skipped (no warning), and the end is the whole run."""
+    polls every 0.2 s: the steps arrive in several polls as the checkpoints are written, every
+    poll's files are read whole or skipped (no warning), and the end is the whole run."""
     out = str(tmp_path / "trl-out")
     cmd = [sys.executable, os.path.join(HERE, "trl_tiny_run.py"), out, "--steps", "6"]
     cmd += ["--reward-delay", "0.5"]  # a step takes over half a second: polls fall between
