@@ -107,6 +107,13 @@ CASES = [
         lambda c, s, t: (c.model_init_kwargs["dtype"], c.bf16, c.fp16),
         ("bfloat16", True, False),
     ),
+    # full fine-tuning in bfloat16 keeps float32 master weights (the weights load in float32)
+    (
+        "lora.enabled (bfloat16)",
+        False,
+        lambda c, s, t: (c.model_init_kwargs["dtype"], c.bf16),
+        ("float32", True),
+    ),
     ("model.device", "cpu", lambda c, s, t: (s["runtime"]["device"], c.use_cpu), ("cpu", True)),
     ("lora.enabled", False, lambda c, s, t: t.build_peft_config(s), None),
     ("lora.r", 8, lambda c, s, t: t.build_peft_config(s).r, 8),
@@ -160,11 +167,12 @@ EXTRA = {
     "data.source": {"data": {"path": "FILE"}},
     "data.prompt_column": {"data": {"source": "file", "path": "FILE"}},
     "data.answer_column": {"data": {"source": "file", "path": "FILE"}},
+    "lora.enabled (bfloat16)": {"model": {"dtype": "bfloat16"}},
 }
 
 
 def test_every_mapped_setting_has_a_case():
-    assert {m.setting for m in MAPPED} == {case[0] for case in CASES}
+    assert {m.setting for m in MAPPED} == {case[0].split(" ")[0] for case in CASES}
 
 
 @pytest.mark.parametrize("setting,value,read,expected", CASES, ids=[c[0] for c in CASES])
@@ -191,7 +199,7 @@ def test_a_changed_setting_changes_its_trl_field(project, tmp_path, setting, val
         before = before.replace(
             **{section: {k: str(rows) if v == "FILE" else v for k, v in values.items()}}
         )
-    section, name = setting.split(".")
+    section, name = setting.split(" ")[0].split(".")
     after = before.replace(**{section: {name: value}})
     assert after.validate() == []
     old = export_settings(tmp_path / "before", before)

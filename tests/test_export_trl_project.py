@@ -244,3 +244,18 @@ def test_accelerate_cpu_flag_with_two_processes_is_explained(project, tmp_path):
     )
     assert "GRPO on 1 process(es)" in result.stderr
     assert [s["step"] for s in _logged_steps(out)] == [1]
+
+
+@pytest.mark.slow
+def test_a_run_resumes_from_its_last_checkpoint(project, tmp_path):
+    folder, _ = project
+    out = tmp_path / "out"
+    first = run(
+        [sys.executable, "train.py", "--max_steps", "1", "--output_dir", str(out)], folder, 300
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert (out / "checkpoint-1" / "trainer_state.json").is_file()
+    cmd = [sys.executable, "train.py", "--max_steps", "2", "--output_dir", str(out)]
+    again = run([*cmd, "--resume_from_checkpoint", "last"], folder, 300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [s["step"] for s in _logged_steps(out)] == [1, 2]  # step 1 restored, step 2 trained

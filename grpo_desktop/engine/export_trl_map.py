@@ -142,8 +142,8 @@ MAPPED: tuple[Mapped, ...] = (
         "model.dtype",
         "runtime.dtype",
         _same,
-        "model_init_kwargs dtype plus bf16/fp16; auto = bfloat16 on a GPU that runs it, else "
-        "float32, as in the app.",
+        "bf16/fp16 plus model_init_kwargs dtype (float32 master weights for full fine-tuning, "
+        "as in the app); auto = bfloat16 on a GPU that runs it, else float32, as in the app.",
     ),
     Mapped("model.device", "runtime.device", _same, "cpu sets use_cpu."),
     Mapped("lora.enabled", "lora.enabled", _same, "peft LoraConfig passed as peft_config."),
