@@ -142,7 +142,7 @@ class CompareSummary:
         """The JSON form: each side, n, the four counts (keys with _ for spaces), McNemar's p."""
         out = {"a": self.a.to_dict(), "b": self.b.to_dict(), "n": self.n}
         out.update({name.replace(" ", "_"): self.counts.get(name, 0) for name in CATEGORIES})
-        out["mcnemar_p"] = round(self.mcnemar_p, 4)
+        out["mcnemar_p"] = float(f"{self.mcnemar_p:.4g}")  # 4 significant digits: p can be tiny
         return out
 
     def text(self) -> str:

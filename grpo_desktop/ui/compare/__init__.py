@@ -1,0 +1,1 @@
+"""The Compare tab: before and after, problem by problem (view.py)."""
