@@ -188,6 +188,11 @@ def test_bad_sides_and_files_say_what_to_choose(run_dir, tmp_path):
         compare_run(run_dir, problems=str(tmp_path / "missing.jsonl"))
     with pytest.raises(UserError, match=r"\.jsonl, \.json, \.csv or \.parquet"):
         compare_run(run_dir, problems=str(tmp_path / "notes.txt"))
+    other = tmp_path / "other.csv"
+    other.write_text("prompt,solution\nWhat is 2 × 3?,6\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"no column 'question' or 'answer'\. Its columns are: "
+                       r"prompt, solution\..*rename the file's columns"):  # fmt: skip
+        compare_run(run_dir, problems=str(other))
     empty = _run_without_checkpoints(tmp_path)
     with pytest.raises(UserError, match="has no checkpoint yet"):
         compare_run(empty)

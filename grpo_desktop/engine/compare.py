@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from grpo_desktop.engine.compare_table import CompareRow, CompareSummary, summarize
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.data import Example, load_data
-from grpo_desktop.engine.data_sources import FILE_EXTENSIONS
+from grpo_desktop.engine.data_sources import FILE_EXTENSIONS, open_source
 from grpo_desktop.engine.errors import DataError, UserError
 from grpo_desktop.engine.eval_target import held_out_examples
 from grpo_desktop.engine.evaluate import EVAL_BATCH, _answer_batches
@@ -80,7 +80,17 @@ def compare_problems(cfg: TrainConfig, n: int, seed: int = 0, path: str | None =
             f"run's columns '{cfg.data.prompt_column}' (problem) and "
             f"'{cfg.data.answer_column}' (answer)."
         )
-    file_cfg = dataclasses.replace(cfg.data, source="file", path=path, eval_size=0)
+    d = cfg.data
+    file_cfg = dataclasses.replace(d, source="file", path=path, eval_size=0)
+    columns = open_source(file_cfg, limit=1)[0].columns  # DataError: missing, unreadable
+    missing = [c for c in (d.prompt_column, d.answer_column) if c not in columns]
+    if missing:  # the run's mapping cannot be changed here: say what the file must hold
+        raise DataError(
+            f"{path} has no column {' or '.join(repr(c) for c in missing)}. Its columns are: "
+            f"{', '.join(columns) or 'none'}. A problem file is read with the run's columns: "
+            f"'{d.prompt_column}' for the problem and '{d.answer_column}' for the gold answer; "
+            "rename the file's columns to those."
+        )
     return load_data(file_cfg).train[:n], path
 
 
