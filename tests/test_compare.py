@@ -252,6 +252,13 @@ def test_cli_compare_unknown_step_exits_2_listing_the_steps(run_dir, tmp_path, c
     assert not list(tmp_path.iterdir())  # no table written
     assert main(["eval", run_dir, "--compare", "base", "--problems", "nope.csv"]) == 2
     assert "Data file not found: nope.csv" in capsys.readouterr().err
+    # a checkpoint folder instead of the run: that checkpoint is side B
+    checkpoint = os.path.join(run_dir, "checkpoints", "step-00000001")
+    assert main(["eval", checkpoint, "--compare", "base", "--n", "2"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["b"]["step"], summary["n"]) == (1, 2)
+    assert summary["table"] == str(tmp_path / "compare-base-vs-step-1.csv")
+    assert len(read_csv(summary["table"])) == 2
 
 
 def test_cli_compare_needs_a_run_and_its_options_need_compare(capsys, tmp_path):
