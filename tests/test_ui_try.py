@@ -9,6 +9,7 @@ model alone; a model that cannot load is a message, not a traceback.
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -166,10 +167,10 @@ def test_stop_and_escape_cancel_the_answers(qtbot, make_view, lora_session):
         assert view.generate()
     qtbot.mouseClick(view.stop_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not view.runner.busy, timeout=WAIT_MS)
-    base = view.base_pane.result
-    if base["samples"][0]["ended"] == "stopped":  # (it may have ended by itself first)
-        assert base["cancelled"] and base["samples"][0]["score"] is None
-        assert "not scored" in view.base_pane.plain_text()
+    base = view.base_pane.result  # stopped a token or a few after the first text arrived
+    assert base["cancelled"] and base["samples"][0]["ended"] == "stopped"
+    assert base["samples"][0]["score"] is None and "not scored" in view.base_pane.plain_text()
+    assert view.base_pane.status.text().startswith("Stopped in ")
     assert view.trained_pane.result is None  # stopped before it began
     assert view.trained_pane.status.text() == "Stopped before it began."
     # Esc from the prompt box does the same.
@@ -212,6 +213,21 @@ def test_before_any_run_the_base_model_answers_alone(qtbot, make_view, tmp_path)
     assert view.base_pane.result["samples"][0]["tokens"] <= 12
     assert view.trained_pane.result is None
     assert view.trained_pane.status.text() == tips.NO_CHECKPOINT
+    # Before a run the session's settings are tried; one that does not change the model (the
+    # learning rate) keeps the loaded model, the picked problem and the decode settings.
+    qtbot.waitUntil(lambda: view.picker.problem_box.count() > 1, timeout=WAIT_MS)
+    view.pick_problem(2)
+    held = view.runner.held
+    view.model.set_value("algorithm", "learning_rate", 1e-3)
+    assert view.picker.problem is not None and view.max_tokens.value() == 12
+    assert view.generate()
+    _wait_answers(qtbot, view, sides=("base",))
+    assert view.runner.held is held and view.base_pane.result["gold"] is not None
+    # One that does (another model) is loaded afresh on the next Generate.
+    view.model.set_value("model", "name_or_path", str(tmp_path / "elsewhere"))
+    assert view.generate()
+    qtbot.waitUntil(lambda: not view.runner.busy, timeout=WAIT_MS)
+    assert "elsewhere" in view.message_bar.message() and not view.runner.loaded
 
 
 def test_a_model_that_cannot_load_is_a_message_not_a_traceback(qtbot, make_view, tmp_path):
@@ -245,3 +261,25 @@ def test_the_window_has_a_try_tab_and_closing_stops_its_work(
         assert view.generate()
     window.close()
     assert not view.runner.busy and not view.runner.loaded and not live_threads()
+
+
+def test_a_run_folder_shown_read_only_is_tried_and_a_trl_run_says_why_not(
+    qtbot, show_window, trained_run, tmp_path
+):
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    window = show_window(MainWindow(demo_config(), settings=settings, probe_device=False))
+    run = str(tmp_path / "runs" / "mine")
+    shutil.copytree(trained_run(lora=True), run)
+    assert window.run_folder.open(run)  # File ▸ Open Run Folder…
+    view = window.try_view
+    window.tabs.setCurrentWidget(view)
+    assert view.checkpoint_box.currentText() == "Step 2 (latest)"
+    view.prompt.setPlainText("What is 6 + 7?")
+    assert view.generate()
+    _wait_answers(qtbot, view)
+    assert view.trained_pane.result["variant"] == "step-2"
+    trl = os.path.join(os.path.dirname(__file__), "fixtures", "trl_run")
+    assert window.run_folder.open(trl)
+    assert view.note.text() == tips.TRL_RUN and not view.generate_button.isEnabled()
+    assert not view.generate() and view.message_bar.message() == tips.TRL_RUN
+    assert not view.runner.loaded  # another run shown: the model was freed

@@ -60,7 +60,7 @@ class ProblemPicker(QWidget):
         """List the chosen source's problems for `cfg` (a TrainConfig), unless listed already."""
         self._cfg = cfg
         source = self.source_box.currentData()
-        wanted = (source, cfg.to_json())
+        wanted = (source, repr(cfg.data), cfg.run.seed)  # what the problems depend on
         if wanted == self._listed_for:
             return
         self._listed_for = wanted

@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
 
 from grpo_desktop.engine.config import ConfigError, TrainConfig
 from grpo_desktop.engine.run_layout import list_checkpoints
+from grpo_desktop.engine.trl_variants import is_trl_output
 from grpo_desktop.ui.common.slots import connect_slots
 from grpo_desktop.ui.common.widgets import MessageBar, note_label, rich_tooltip, set_note
 from grpo_desktop.ui.try_it import tips
@@ -65,7 +66,8 @@ class TryView(QWidget):
         self.model = model
         self.runner = TryRunner(self)
         self._shown_once = False
-        self._defaults_for = ""  # the config whose defaults the decode boxes show
+        self._stale = False  # the running job's answers belong to a session no longer shown
+        self._defaults_for: tuple = ()  # the run's settings the decode boxes started from
 
         self.message_bar = MessageBar()
         self.note = note_label("info")
@@ -179,12 +181,18 @@ class TryView(QWidget):
 
     # ------------------------------------------------------------------ what the run offers
 
+    def run_dir(self) -> str:
+        """The run whose models answer: the session's, or an app run folder the window shows
+        read-only (File ▸ Open Run Folder…)."""
+        shown = self.model.read_only_folder
+        return shown if shown and not is_trl_output(shown) else self.model.run_dir
+
     def try_config(self) -> TrainConfig:
         """The settings answers are made and scored with: the run's, else the session's."""
-        return run_config(self.model.run_dir, self.model.config)
+        return run_config(self.run_dir(), self.model.config)
 
     def checkpoint_steps(self) -> list[int]:
-        run_dir = self.model.run_dir
+        run_dir = self.run_dir()
         return [step for step, _ in list_checkpoints(run_dir)] if os.path.isdir(run_dir) else []
 
     def refresh(self) -> None:
@@ -202,8 +210,9 @@ class TryView(QWidget):
         self.checkpoint_box.setCurrentIndex(max(index, 0))
         self.checkpoint_box.blockSignals(False)
         cfg = self.try_config()
-        if cfg.to_json() != self._defaults_for:  # new settings: their defaults, else the user's
-            self._defaults_for = cfg.to_json()
+        defaults = (cfg.algorithm.max_completion_length, cfg.algorithm.temperature)
+        if defaults != self._defaults_for:  # new settings: their defaults, else the user's
+            self._defaults_for = defaults
             self.max_tokens.setValue(cfg.algorithm.max_completion_length)
             self.temperature.setValue(max(self.temperature.minimum(), cfg.algorithm.temperature))
         tags = (cfg.rewards.think_tag, cfg.rewards.answer_tag)
@@ -218,6 +227,8 @@ class TryView(QWidget):
         """Why Generate cannot run now ('' when it can)."""
         if self.model.runner.active:
             return tips.TRAINING
+        if is_trl_output(self.model.read_only_folder):
+            return tips.TRL_RUN
         if not self.prompt.toPlainText().strip():
             return "Type a prompt or pick a problem first."
         return ""
@@ -225,13 +236,16 @@ class TryView(QWidget):
     def _update_state(self) -> None:
         busy = self.runner.busy
         training = self.model.runner.active
+        trl = is_trl_output(self.model.read_only_folder)
         if training:
             set_note(self.note, tips.TRAINING)
+        elif trl:
+            set_note(self.note, tips.TRL_RUN)
         elif self.checkpoint_box.currentData() is None:
             set_note(self.note, tips.BASE_ONLY)
         else:
             set_note(self.note, "")
-        self.generate_button.setEnabled(not busy and not training)
+        self.generate_button.setEnabled(not busy and not training and not trl)
         self.generate_button.setToolTip(
             rich_tooltip(tips.TRAINING if training else tips.GENERATE, "Ctrl+Return")
         )
@@ -299,7 +313,7 @@ class TryView(QWidget):
             self.panes[side].clear("Waiting…")
         picked = self.picker.problem
         request = TryRequest(
-            run_dir=self.model.run_dir,
+            run_dir=self.run_dir(),
             config=self.model.config,
             problem=self.prompt.toPlainText(),
             gold=picked["answer"] if picked else None,
@@ -325,21 +339,27 @@ class TryView(QWidget):
         self.runner.close()
 
     def _on_runner_status_changed(self, side: str, text: str) -> None:
-        self.panes[side].show_status(text)
+        if not self._stale:
+            self.panes[side].show_status(text)
 
     def _on_runner_text_changed(self, side: str, texts: list) -> None:
-        self.panes[side].show_streaming(texts)
+        if not self._stale:
+            self.panes[side].show_streaming(texts)
 
     def _on_runner_answered(self, side: str, result: dict) -> None:
-        self.panes[side].show_result(result)
+        if not self._stale:
+            self.panes[side].show_result(result)
 
     def _on_runner_failed(self, message: str, details: str) -> None:
+        if self._stale:
+            return
         self.message_bar.show_message("error", message, details)
         for pane in self.panes.values():
             if pane.result is None:
                 pane.show_status("No answer (see the message above).")
 
     def _on_runner_finished(self) -> None:
+        self._stale = False
         self._update_state()
 
     def _on_message_bar_details_requested(self, details: str) -> None:
@@ -362,6 +382,7 @@ class TryView(QWidget):
         self.refresh()
 
     def _on_model_session_replaced(self) -> None:
+        self._stale = self.runner.busy  # what it still says is about the other session
         self.runner.release()
         self.picker.forget()
         for pane in self.panes.values():

@@ -18,6 +18,7 @@ What this is not: the view (view.py) or the generation itself (engine/try_model.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import traceback
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
+LOADING_SECTIONS = ("model", "lora", "quantization")  # what the loaded model depends on
 STREAM_EVERY_S = 0.05  # at most ~20 text updates a second per side reach the GUI
 _live_threads: weakref.WeakSet = weakref.WeakSet()
 
@@ -106,7 +108,8 @@ class TryWorker(QObject):
         cfg, own = run_config(req.run_dir, req.config)
         run_dir = req.run_dir if own else None
         variants = run_variants(run_dir)
-        key = (run_dir, cfg.to_json(), tuple(v.key for v in variants))
+        loading = {k: v for k, v in cfg.to_dict().items() if k in LOADING_SECTIONS}
+        key = (run_dir, json.dumps(loading, sort_keys=True), tuple(v.key for v in variants))
         if held.key != key:
             held.close()
             for side, _ in req.sides:
@@ -167,6 +170,11 @@ class TryRunner(QObject):
     def loaded(self) -> bool:
         """Whether a model is held (kept for the next Generate)."""
         return self._held.variants is not None
+
+    @property
+    def held(self):
+        """The ModelVariants held between jobs (None when none is)."""
+        return self._held.variants
 
     def start(self, request: TryRequest) -> None:
         if self.busy:
