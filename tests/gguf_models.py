@@ -75,6 +75,7 @@ def build_small(
     config = shapes.model_config(shape, layers=2)
     config.dtype = "float32"
     config.tie_word_embeddings = tied
+    config.initializer_range = 0.1  # at 0.02 a 64-wide model emits one token over and over
     if shape.arch == "qwen2":
         config.attention_bias = True  # Qwen2 always has q/k/v biases
     torch.manual_seed(seed)
