@@ -21,44 +21,12 @@ import os
 
 import pytest
 import torch
+from export_runs import perturb_lora_b, small_demo, train_run
 
 from grpo_desktop.engine.export import ExportCancelled, ExportError, MissingBaseModel, export
 from grpo_desktop.engine.run_layout import list_checkpoints
 
 PROBLEMS = ["What is 12 * 34?", "What is 57 * 8?", "What is 90 * 21?"]
-
-
-def small_demo(lora: bool):
-    from grpo_desktop.engine.demo import demo_config
-
-    return demo_config().replace(
-        lora={"enabled": lora, "r": 4, "alpha": 8},
-        algorithm={"num_generations": 2, "prompts_per_step": 2, "max_completion_length": 8},
-        data={"eval_size": 0},
-        run={"max_steps": 1, "checkpoint_every": 1, "eval_every": 0},
-    )
-
-
-def perturb_lora_b(run_dir: str, std: float = 0.05) -> None:
-    """Random lora_B values in the newest checkpoint's adapter (seeded)."""
-    from safetensors.torch import load_file, save_file
-
-    path = os.path.join(list_checkpoints(run_dir)[-1][1], "adapter", "adapter_model.safetensors")
-    tensors = load_file(path)
-    g = torch.Generator().manual_seed(0)
-    tensors = {
-        k: (torch.randn(v.shape, generator=g) * std).to(v.dtype) if "lora_B" in k else v
-        for k, v in tensors.items()
-    }
-    save_file(tensors, path, metadata={"format": "pt"})
-
-
-def train_run(cfg, run_dir: str) -> str:
-    from grpo_desktop.engine.trainer import train
-
-    events = list(train(cfg, run_dir=run_dir))
-    assert events[-1].status == "completed", events[-1].message
-    return run_dir
 
 
 @pytest.fixture(scope="module")

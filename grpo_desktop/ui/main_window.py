@@ -34,6 +34,7 @@ from grpo_desktop.session.document import SessionDocument, new_session
 from grpo_desktop.ui.common.tasks import wait_for_all
 from grpo_desktop.ui.common.wheel_guard import guard_wheel_in
 from grpo_desktop.ui.common.widgets import MessageBar
+from grpo_desktop.ui.export.menu import install_export_action
 from grpo_desktop.ui.inspector.view import InspectorView
 from grpo_desktop.ui.learn_help import LearnAndHelp
 from grpo_desktop.ui.panels.dataset_panel import DatasetPanel
@@ -237,6 +238,8 @@ class MainWindow(LearnAndHelp, QMainWindow):
         bar = self.menuBar()
         file_menu = bar.addMenu("&File")
         self.session.fill_menu(file_menu)
+        file_menu.addSeparator()
+        self.export_action = install_export_action(self, file_menu)  # ui/export/
         file_menu.addAction("Export History as CSV…", lambda: self.plots.export_history_csv())
         file_menu.addSeparator()
         quit_action = file_menu.addAction("Quit", self.close)
