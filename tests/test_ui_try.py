@@ -23,6 +23,7 @@ from grpo_desktop.ui.main_window import MainWindow
 from grpo_desktop.ui.session.model import SessionModel
 from grpo_desktop.ui.try_it import tips
 from grpo_desktop.ui.try_it.problems import OWN_PROMPT
+from grpo_desktop.ui.try_it.render import sample_tally, score_summary
 from grpo_desktop.ui.try_it.view import TryView
 from grpo_desktop.ui.try_it.worker import live_threads
 from tests.conftest import make_fake_train
@@ -96,6 +97,8 @@ def test_a_typed_prompt_is_answered_by_the_base_and_the_latest_checkpoint(
         assert "reward" in shown and "accuracy not scored" in shown and "format" in shown
         assert "accuracy is not scored" in shown  # the note: a typed prompt has no gold
         assert pane.status.text().startswith("Answered in ")
+    same = trained["samples"][0]["text"] == base["samples"][0]["text"]
+    assert view.trained_pane.status.text().endswith("the same text as the base model") == same
     assert view.generate_button.isEnabled() and not view.stop_button.isEnabled()
     assert view.runner.loaded  # kept for the next Generate
     # An earlier checkpoint on the right: the held model switches its adapter.
@@ -283,3 +286,21 @@ def test_a_run_folder_shown_read_only_is_tried_and_a_trl_run_says_why_not(
     assert view.note.text() == tips.TRL_RUN and not view.generate_button.isEnabled()
     assert not view.generate() and view.message_bar.message() == tips.TRL_RUN
     assert not view.runner.loaded  # another run shown: the model was freed
+
+
+def test_an_answers_header_names_every_part_and_why_it_scored_so():
+    score = {
+        "rewards": {"accuracy": 0.0, "format": 1.0, "custom": None},
+        "reward": 0.2,
+        "extracted": None,
+        "reasons": {"accuracy": "several answers: 17, 18"},
+        "error": "check() raised ZeroDivisionError at line 2",
+    }
+    assert score_summary(score) == (
+        "reward 0.2 · accuracy ✗ 0 · format 1 · custom checker not scored · accuracy: several "
+        "answers: 17, 18 · checker error: check() raised ZeroDivisionError at line 2"
+    )
+    assert score_summary(None) == "not scored (stopped before the end)"
+    right = {**score, "rewards": {"accuracy": 1.0}, "reward": 1.0}
+    samples = [{"score": right}, {"score": score}, {"score": None}]
+    assert sample_tally({"samples": samples}) == " · 1 of 2 right · mean reward 0.6"

@@ -347,8 +347,14 @@ class TryView(QWidget):
             self.panes[side].show_streaming(texts)
 
     def _on_runner_answered(self, side: str, result: dict) -> None:
-        if not self._stale:
-            self.panes[side].show_result(result)
+        if self._stale:
+            return
+        self.panes[side].show_result(result)
+        base = self.base_pane.result
+        texts = [s["text"] for s in result["samples"]]
+        if side == "trained" and base and texts == [s["text"] for s in base["samples"]]:
+            pane = self.panes[side]
+            pane.show_status(pane.status.text() + " · the same text as the base model")
 
     def _on_runner_failed(self, message: str, details: str) -> None:
         if self._stale:
