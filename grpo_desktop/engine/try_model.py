@@ -119,27 +119,38 @@ def problem_choices(
 
 
 class StreamText:
-    """Each row's text so far, decoded from its tokens up to and including its first stop id."""
+    """Each row's text so far, decoded from its tokens up to and including its first stop id.
+
+    Incremental: each new token decodes only a short window (the tokens since the last text
+    shown, with the token before them for context, which keeps a SentencePiece word's leading
+    space), so a long answer costs linear time, not quadratic. Text ending in a partial
+    character waits for its next byte. The caller's final text is the whole answer decoded."""
 
     def __init__(self, tokenizer, n: int, stops: list[int]):
         self._tokenizer = tokenizer
         self._ids: list[list[int]] = [[] for _ in range(n)]
+        self._prefix = [0] * n  # window start: context already shown
+        self._read = [0] * n  # tokens up to here are shown
         self._done = [False] * n
         self._stops = set(stops)
         self.texts = [""] * n
 
     def add(self, tokens: torch.Tensor) -> bool:
         """Take one step's tokens (N,); True when some row's visible text changed."""
+        decode = self._tokenizer.decode
         changed = False
         for i, token in enumerate(tokens.tolist()):
             if self._done[i]:
                 continue
-            self._ids[i].append(int(token))
+            ids = self._ids[i]
+            ids.append(int(token))
             self._done[i] = int(token) in self._stops
-            text = self._tokenizer.decode(self._ids[i], skip_special_tokens=True)
-            text = text.rstrip(PARTIAL) if not self._done[i] else text
-            if text != self.texts[i]:
-                self.texts[i] = text
+            start, read = self._prefix[i], self._read[i]
+            shown = decode(ids[start:read], skip_special_tokens=True)
+            text = decode(ids[start:], skip_special_tokens=True)
+            if len(text) > len(shown) and not text.endswith(PARTIAL):
+                self.texts[i] += text[len(shown) :]
+                self._prefix[i], self._read[i] = read, len(ids)
                 changed = True
         return changed
 
