@@ -92,7 +92,7 @@ def _evaluated(cfg, examples, adapter=None, weights=None) -> list[str]:
 
 def test_greedy_answers_are_the_evaluations_and_the_checkpoint_is_not_the_base(pushed):
     run_dir, cfg, mv, weights = pushed
-    problems = problem_choices(cfg, "held_out", n=3)
+    problems = problem_choices(cfg, "held_out", n=2)
     examples = [Example(p["problem"], p["answer"]) for p in problems]
     is_adapter = mv.find("latest").is_adapter
     trained = _evaluated(cfg, examples, *((weights, None) if is_adapter else (None, weights)))
