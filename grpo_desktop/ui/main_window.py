@@ -34,6 +34,7 @@ from grpo_desktop.session.document import SessionDocument, new_session
 from grpo_desktop.ui.common.tasks import wait_for_all
 from grpo_desktop.ui.common.wheel_guard import guard_wheel_in
 from grpo_desktop.ui.common.widgets import MessageBar
+from grpo_desktop.ui.compare.view import CompareView
 from grpo_desktop.ui.export.menu import install_export_action
 from grpo_desktop.ui.inspector.view import InspectorView
 from grpo_desktop.ui.learn_help import LearnAndHelp
@@ -109,6 +110,8 @@ class MainWindow(LearnAndHelp, QMainWindow):
         self.tabs.addTab(self.inspector, "Rollouts")
         self.try_view = TryView(self.model)
         self.tabs.addTab(self.try_view, "Try")
+        self.compare_view = CompareView(self.model)
+        self.tabs.addTab(self.compare_view, "Compare")
         central = QWidget()
         col = QVBoxLayout(central)
         col.setContentsMargins(4, 4, 4, 0)
@@ -460,6 +463,7 @@ class MainWindow(LearnAndHelp, QMainWindow):
             return
         self.model.runner.wait()
         self.try_view.shutdown()
+        self.compare_view.shutdown()
         self.probe.stop()
         self.estimate_view.stop()
         self.memory_timer.stop()
