@@ -476,3 +476,40 @@ def test_llama_cpp_reads_the_files_as_transformers_does(exported, tmp_path):
                 clear = (top2[:, 0] - top2[:, 1]) > 0.3
                 assert (ours.argmax(-1) == hf_logits.argmax(-1))[clear].all(), kind
             llm.close()
+
+
+@pytest.mark.slow  # the export subprocess alone: 25.6 s at load 10 (torch, merge, GGUF)
+def test_cli_exports_a_lora_run_as_gguf(trained_run, tmp_path):
+    """`grpo-desktop export RUN --format gguf --outtype f16`: the LoRA run's newest checkpoint
+    merged into the demo model and written as GGUF, with its Modelfile; the file's weights are
+    base + LoRA, not the base."""
+    import json
+    import subprocess
+
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    run = trained_run(lora=True)
+    out = tmp_path / "gguf"
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p = subprocess.run(
+        [sys.executable, "-m", "grpo_desktop", "export", run, "--format", "gguf", "--out",
+         str(out)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    assert summary["format"] == "gguf" and summary["tensors"] == 38 and summary["step"] == 2
+    files = sorted(os.listdir(out))
+    assert "Modelfile" in files and len([f for f in files if f.endswith("-f16.gguf")]) == 1
+    reader = GGUFReader(str(out / next(f for f in files if f.endswith(".gguf"))))
+    steps = sorted(os.listdir(os.path.join(run, "checkpoints")))
+    adapter = os.path.join(run, "checkpoints", steps[-1], "adapter")
+    base = AutoModelForCausalLM.from_pretrained(DEMO, dtype=torch.float32)
+    base_v = _hf(base, "model.layers.0.self_attn.v_proj.weight").copy()  # merging writes base
+    merged = PeftModel.from_pretrained(base, adapter).merge_and_unload()
+    want = _hf(merged, "model.layers.0.self_attn.v_proj.weight")
+    got = _values(_tensors(reader)["blk.0.attn_v.weight"])
+    f16_error = np.abs(want).max() * 2**-11  # float16 keeps 11 significant bits
+    assert np.abs(got - want).max() <= f16_error
+    assert np.abs(want - base_v).max() > 10 * f16_error  # the adapter is in the file
