@@ -248,3 +248,40 @@ def test_the_window_has_a_compare_tab_and_closing_stops_its_work(
         assert view.run()
     window.close()
     assert not view.runner.busy and not live_threads()
+
+
+def test_a_cancelled_comparisons_rows_and_a_save_that_fails(qtbot, make_view, tmp_path):
+    """What the results say about a comparison cancelled after some problems, and a CSV that
+    cannot be written (no model needed: the Comparison is made by hand)."""
+    from grpo_desktop.engine.compare import Comparison
+    from grpo_desktop.engine.compare_table import CompareRow
+    from grpo_desktop.engine.variants import BASE_VARIANT, Variant
+
+    view = make_view(_session(tmp_path))
+    step = Variant("step-40", "Step 40", 40, str(tmp_path), True)
+    rows = [
+        CompareRow("What is 2 × 3?", "6", "5", False, "6", True),
+        CompareRow("What is 4 × 4?", "16", "16", True, None, False),
+        CompareRow("What is 5 × 5?", "25", "25", True, "25", True),
+    ]
+    c = Comparison(BASE_VARIANT, step, rows, "held-out", asked=10, cancelled=True, seconds=3.0)
+    view.results.show_comparison(c)
+    # 2 of 3 right on each side → [21–94 %] (Wilson, the mirror of 1/3's [6–79 %]); one fixed,
+    # one broken: McNemar p = 1
+    assert view.results.summary.text() == (
+        "Cancelled: 3 of 10 problems compared. Base model: 67 % [21–94 %] → Step 40: 67 % "
+        "[21–94 %], 1 fixed, 1 broken (of 3) · McNemar p = 1 · held-out problems, 3 s"
+    )
+    assert view.results.proxy.index(1, ANSWER_B).data() == "✗ no answer"
+    assert [b.text() for b in view.results.filter_buttons.values()] == [
+        "All (3)",
+        "Fixed (1)",
+        "Broken (1)",
+        "Both wrong (0)",
+        "Both right (1)",
+    ]
+    assert view.results.export_csv(str(tmp_path / "no-such-folder" / "t.csv")) == ""
+    bar = view.message_bar
+    assert (
+        bar.kind == "error" and "Cannot save" in bar.message() and "No such file" in bar.message()
+    )
