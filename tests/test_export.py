@@ -11,7 +11,8 @@
 The runs are real (engine.train, one step of the built-in demo model, LoRA and full). One step
 at the demo's settings may leave LoRA's B matrices at zero (then merged == base trivially), so the
 fixture writes random values into the checkpoint's lora_B tensors, as a longer run would leave
-them. The realistic-shape and 4-bit cases are in test_export_shapes.py (slow).
+them. A QLoRA run (quantization.mode 4bit; bitsandbytes runs on the CPU) on the tiny micro model
+merges into a bfloat16 copy of the base. The realistic-shape case is test_export_shapes.py (slow).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ import os
 import pytest
 import torch
 from export_runs import perturb_lora_b, small_demo, train_run
+from hazards import small_config
 
 from grpo_desktop.engine.export import ExportCancelled, ExportError, MissingBaseModel, export
+from grpo_desktop.engine.export_plan import safetensors_tensors
 from grpo_desktop.engine.run_layout import list_checkpoints
 
 PROBLEMS = ["What is 12 * 34?", "What is 57 * 8?", "What is 90 * 21?"]
@@ -214,6 +217,36 @@ def test_cancel_leaves_nothing(lora_run, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_4bit_run_merges_into_a_bfloat16_copy_of_the_base(micro_model_dir, tmp_path):
+    pytest.importorskip("bitsandbytes")
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    cfg = small_config(micro_model_dir, lora=True).replace(quantization={"mode": "4bit"})
+    run = train_run(cfg, str(tmp_path / "run"))
+    perturb_lora_b(run)
+    out = str(tmp_path / "merged")
+    result = export(run, "merged", out)
+    assert result["dtype"] == "bfloat16"
+    assert "4-bit (NF4)" in result["dtype_reason"] and "bfloat16" in result["dtype_reason"]
+    assert {d for d, _n in safetensors_tensors(out).values()} == {"BF16"}
+    with open(os.path.join(out, "README.txt")) as fh:
+        assert "Why bfloat16: This run trained on a 4-bit (NF4) copy" in fh.read()
+    merged = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    assert not hasattr(merged.config, "quantization_config")
+
+    def bf16_base():  # the base as the export reloads it: unquantized bfloat16
+        return AutoModelForCausalLM.from_pretrained(micro_model_dir, dtype=torch.bfloat16).float()
+
+    adapter = os.path.join(run, "checkpoints", "step-00000001", "adapter")
+    reference = PeftModel.from_pretrained(bf16_base(), adapter).eval()
+    ids = torch.tensor([[5, 9, 14, 20, 7, 3]])
+    with torch.no_grad():
+        got, want = merged(ids).logits, reference(ids).logits
+        plain = bf16_base().eval()(ids).logits
+    assert (got - want).abs().max() < 0.05 * (want - plain).abs().max() + 1e-2
+
+
 # ---------------------------------------------------------------- the command line
 
 
@@ -290,3 +323,30 @@ def test_cli_names_a_session_that_has_not_trained(tmp_path):
     doc = new_session(str(tmp_path / "fresh.grpo"), small_demo(True))
     p = cli(doc.path, "--format", "merged", "--out", str(tmp_path / "out"))
     assert p.returncode == 2 and "has not trained yet" in p.stderr and "--format trl" in p.stderr
+
+
+def test_cli_refuses_before_writing_when_the_disk_is_too_small(lora_run, tmp_path):
+    """A real 2 MB tmpfs in a private mount namespace (as test_disk_full.py mounts one); the
+    merged demo needs 6.1 MB. The ENOSPC-while-writing case is test_export_disk.py (slow)."""
+    import subprocess
+    import sys
+
+    from hazards import ROOT
+    from test_disk_full import _mount_problem, _unshare
+
+    problem = _mount_problem(tmp_path)
+    if problem:
+        pytest.skip(problem)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = (
+        f"mount -t tmpfs -o size=2m tmpfs {disk} && {sys.executable} -m grpo_desktop export "
+        f"{lora_run} --format merged --out {disk}/out; echo rc=$?; ls -A {disk}"
+    )
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    p = subprocess.run(
+        [*_unshare(), "sh", "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert p.stdout.strip() == "rc=2", p.stdout + p.stderr  # and nothing on the disk
+    assert f"Not enough free space at {disk}: the merged export needs about 6.1 MB" in p.stderr
+    assert "Nothing was written." in p.stderr and "Traceback" not in p.stderr

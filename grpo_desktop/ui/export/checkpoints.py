@@ -82,7 +82,7 @@ class CheckpointList(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.list = QListWidget()
-        self.list.setMaximumHeight(88)
+        self.list.setFixedHeight(76)  # three rows; more scroll
         self.buttons = PathButtons("checkpoint")
         col = QHBoxLayout(self)
         col.setContentsMargins(0, 0, 0, 0)

@@ -59,6 +59,17 @@ FORMATS = [  # (label, engine format, GGUF outtype, what it is for)
 TRAINING = "Training is running: export once it has stopped or finished (Stop saves a checkpoint)."
 
 
+def _stacked(*widgets: QWidget) -> QWidget:
+    """Widgets one under the other with no gap: a field and its explanation."""
+    box = QWidget()
+    col = QVBoxLayout(box)
+    col.setContentsMargins(0, 0, 0, 0)
+    col.setSpacing(2)
+    for w in widgets:
+        col.addWidget(w)
+    return box
+
+
 class ExportDialog(QDialog):
     """See the module docstring. `model`: the window's SessionModel."""
 
@@ -89,11 +100,9 @@ class ExportDialog(QDialog):
 
         form = QFormLayout()
         form.addRow("Checkpoint:", self.checkpoints)
-        form.addRow("Format:", self.format_box)
-        form.addRow("", self.format_note)
+        form.addRow("Format:", _stacked(self.format_box, self.format_note))
         form.addRow("Output folder:", out_row)
-        form.addRow("Expected size:", self.size_label)
-        form.addRow("", self.reason_label)
+        form.addRow("Expected size:", _stacked(self.size_label, self.reason_label))
 
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
@@ -121,6 +130,7 @@ class ExportDialog(QDialog):
         col.addLayout(form)
         col.addWidget(self.progress)
         col.addLayout(done_row)
+        col.addStretch(1)  # extra height goes here, not between the fields
         col.addWidget(self.buttons)
 
         self.export_button.clicked.connect(self.start_export)
@@ -190,7 +200,8 @@ class ExportDialog(QDialog):
                 "written)" if plan.needed_bytes > plan.result_bytes else ""
             ))  # fmt: skip
             if plan.dtype_reason and fmt in ("merged", "gguf"):
-                self.reason_label.setText("Why bfloat16: " + plan.dtype_reason)
+                what = "the merged model (then converted to GGUF)" if fmt == "gguf" else "it"
+                self.reason_label.setText(f"Why {what} is bfloat16: {plan.dtype_reason}")
                 self.reason_label.show()
         else:
             self.size_label.setText("—")
