@@ -39,6 +39,11 @@ def window(show_window, tmp_path):
     return show_window(w)
 
 
+def read_in(qtbot, w: MainWindow) -> None:
+    """Wait for the follower's background poll and the events it read to be added."""
+    qtbot.waitUntil(lambda: not w.run_folder.loading, timeout=10_000)
+
+
 def plotted(w: MainWindow, plot: str = "reward") -> tuple[list, list]:
     w.plots.redraw()
     x, y = w.plots.plots[plot].series[0].item.getOriginalDataset()
@@ -55,6 +60,7 @@ def test_open_run_folder_shows_the_trl_run_read_only(qtbot, window):
     w = window
     when_modal(QFileDialog, lambda d: (d.selectFile(FIXTURE), d.accept()))
     w.session.open_run_action.trigger()  # File ▸ Open Run Folder…, answered like a user
+    read_in(qtbot, w)
     assert w.run_folder.folder == FIXTURE
     # The plots: every step, with the values TRL logged.
     logged = step_metrics(read_state(os.path.join(FIXTURE, "trainer_state.json")))
@@ -79,6 +85,10 @@ def test_open_run_folder_shows_the_trl_run_read_only(qtbot, window):
     )
     assert w.docks["model"].isHidden() and w.docks["hyper"].isHidden()
     assert "trl_run (read-only)" in w.windowTitle()
+    assert not w.welcome.isVisible()  # its "press Start" would not apply
+    log = w.log_view.toPlainText()
+    assert f"Reading a TRL run in {FIXTURE} (read-only): trl_run, 3 of 3 steps" in log
+    assert "Step 3: 100% of the answers at step 3 hit the length limit" in log
     assert w.controls.progress_label.text() == "step 3 / 3 · finished"
     # Close: back to an ordinary session that can train.
     w.run_folder.banner.close_button.click()
@@ -103,6 +113,7 @@ def test_a_run_being_written_shows_up_live(qtbot, window, tmp_path):
     with open(third, "wb") as fh:
         fh.write(whole[:1000])
     assert w.session.open_session(run)  # what `grpo-desktop open DIR` calls
+    read_in(qtbot, w)
     assert plotted(w)[0] == [1.0, 2.0]
     assert "following it live" in w.run_folder.banner.text.text()
     assert w.message_bar.kind == ""  # a file being written is no error
@@ -137,6 +148,7 @@ def test_an_app_run_folder_opens_read_only_with_its_settings(qtbot, window, tmp_
         for event in fake_events(1, 3) + fake_events(2, 3):
             emit(event)
     assert w.session.open_session(run)
+    read_in(qtbot, w)
     assert plotted(w)[0] == [1.0, 2.0]
     assert f"a GRPO Desktop run in {run}" in w.run_folder.banner.text.text()
     # Its own settings, shown but not editable.
@@ -146,6 +158,7 @@ def test_an_app_run_folder_opens_read_only_with_its_settings(qtbot, window, tmp_
         for event in fake_events(3, 3):
             emit(event)
     w.run_folder.poll()  # what the timer does every 5 s
+    read_in(qtbot, w)
     assert plotted(w)[0] == [1.0, 2.0, 3.0]
 
 
@@ -190,6 +203,7 @@ def test_a_real_trl_run_opens_in_the_window(qtbot, window, tmp_path):
     )
     w = window
     assert w.session.open_session(out)
+    read_in(qtbot, w)
     logged = step_metrics(read_state(os.path.join(out, "trainer_state.json")))
     assert plotted(w) == ([1.0, 2.0], [logged[s]["reward"] for s in (1, 2)])
     w.inspector.mode_box.setCurrentIndex(w.inspector.mode_box.findData("all"))

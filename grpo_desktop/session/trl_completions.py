@@ -106,7 +106,7 @@ def read_completions(
     (pyarrow's errors are ValueErrors) for a file that cannot be read, e.g. one being written."""
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
+    table = pq.ParquetFile(path).read()  # (read_table's dataset layer costs 2x on small files)
     columns = list(table.column_names)
     if "completion" not in columns:
         raise ValueError("it has no completion column (not a TRL completions log)")

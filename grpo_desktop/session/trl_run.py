@@ -125,6 +125,7 @@ class TrlRunReader:
         self._reward_names: set[str] = set()
         self._weights_noted = False
         self._weights: dict[str, float] | None = None  # reward weights fitted to the log
+        self._done_state: dict | None = None  # the state whose steps were given out last
         self.elapsed = 0.0
 
     # ------------------------------------------------------------------ polling
@@ -133,7 +134,10 @@ class TrlRunReader:
         """The events that are new since the last poll (all of them the first time)."""
         out: list[Event] = []
         state, warnings = self._newest_state()
+        if state is self._done_state:
+            state = None  # read before and unchanged: nothing new in it
         if state is not None:
+            self._done_state = state
             self.total_steps = trl_state.total_steps(state) or self.total_steps
             steps = trl_state.step_metrics(state)
             self._reward_names = {

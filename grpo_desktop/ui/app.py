@@ -78,6 +78,9 @@ class ScriptedRun(QObject):
             QTimer.singleShot(300, self._finish)
 
     def _finish(self) -> None:
+        if self.window.run_folder.loading:  # a run folder still being read in: wait for it
+            QTimer.singleShot(100, self._finish)
+            return
         if self.screenshot:
             self.window.plots.redraw()
             self.app.processEvents()

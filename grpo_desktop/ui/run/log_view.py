@@ -46,9 +46,7 @@ class LogView(QPlainTextEdit):
 
     def _on_model_run_started(self, e) -> None:
         if self.model.read_only:  # a run folder watched, not trained here (ui/session/run_folder)
-            self.add(
-                f"Reading {self.model.read_only} (read-only): {e.model}, {e.total_steps} steps."
-            )
+            self.add(f"The run was restarted from step {e.start_step} (read-only).")
             return
         what = "Resumed" if e.resumed else "Started"
         params = f"{e.num_parameters / 1e6:.2f}M parameters, {e.num_trainable / 1e6:.3f}M trainable"
@@ -59,7 +57,19 @@ class LogView(QPlainTextEdit):
     def _on_model_session_replaced(self) -> None:
         self.clear()
         doc, h = self.model.doc, self.model.history
-        if self.model.read_only:  # the run's own line follows (_on_model_run_started)
+        if self.model.read_only:  # a run folder watched: what it says so far
+            if h.run is not None:
+                run = h.run
+                self.add(
+                    f"Reading {self.model.read_only} (read-only): {run.get('model', '')}, "
+                    f"{h.num_steps} of {h.total_steps} steps"
+                    + (", finished." if h.finished else " so far.")
+                )
+            for log in h.logs:
+                kind = "warning" if log.get("level") == "warning" else "info"
+                self.add(f"Step {log.get('step', 0)}: {log.get('message', '')}", kind)
+            for alert in h.alerts:
+                self.add(f"Step {alert.get('step', 0)}: {alert.get('message', '')}", "warning")
             return
         text = f"Opened the session {doc.name} ({doc.path})"
         if h.num_steps:
