@@ -226,11 +226,14 @@ def test_a_shorter_history_resumes_from_there(tmp_path):
     os.makedirs(os.path.join(run, "checkpoint-4"))
     with open(os.path.join(run, "checkpoint-4", "trainer_state.json"), "w") as fh:
         json.dump(state, fh)
+    # TRL logs step 3 again: its completions file is rewritten.
+    _copy("completions/completions_00003.parquet", run)
     more = reader.poll()
     assert more[0].type == "run_started" and more[0].resumed and more[0].start_step == 2
     for e in more:
         history.append(e)
     assert history.last_step == 2
+    assert history.rollouts.steps == [3]  # the redone step's rollouts come after the restart
 
 
 def test_steps_beyond_the_memory_bound_are_paged_from_the_parquet_files():

@@ -161,6 +161,8 @@ class TrlRunReader:
                 )
             )
         out += warnings
+        if state is not None:
+            out += self._restarted(state)  # before the rollouts: it drops the later steps'
         out += self._new_rollouts()
         if state is not None:
             out += self._new_steps(state)
@@ -274,12 +276,13 @@ class TrlRunReader:
             out.append(Rollouts(step=step, rows=rows, prompts=prompts))
         return out
 
-    def _new_steps(self, state: dict) -> list[Event]:
-        out: list[Event] = []
+    def _restarted(self, state: dict) -> list[Event]:
+        """A resumed RunStarted when the log history is shorter than what was given out (the
+        run was restarted from an earlier checkpoint: the later steps go)."""
         steps = trl_state.step_metrics(state)
-        self.total_steps = trl_state.total_steps(state) or self.total_steps
         newest = max(steps, default=0)
-        if newest < self.last_step:  # restarted from an earlier checkpoint: those steps go
+        out: list[Event] = []
+        if newest < self.last_step:
             out.append(
                 RunStarted(
                     run_id=os.path.basename(self.folder),
@@ -294,6 +297,12 @@ class TrlRunReader:
             )
             self.last_step, self.finished = newest, False
             self.elapsed = sum(m.get("step_time") or 0.0 for s, m in steps.items() if s <= newest)
+        return out
+
+    def _new_steps(self, state: dict) -> list[Event]:
+        out: list[Event] = []
+        steps = trl_state.step_metrics(state)
+        self.total_steps = trl_state.total_steps(state) or self.total_steps
         for step, metrics in steps.items():
             if step <= self.last_step:
                 continue
