@@ -276,7 +276,9 @@ def test_a_weighted_run_totals_its_rows_with_the_weights(tmp_path):
         if "rewards/digits/mean" in entry:
             entry["reward"] = entry["rewards/digits/mean"] + 0.5 * entry["rewards/tagged/mean"]
     Path(run, "trainer_state.json").write_text(json.dumps(state))
-    events = TrlRunReader(run).poll()
+    reader = TrlRunReader(run)
+    events = reader.poll()
+    assert reader.monitor.weights == {"digits": 1.0, "tagged": 0.5}  # the alarms weigh as TRL
     (note,) = [e for e in events if e.type == "log"]
     assert "digits × 1, tagged × 0.5" in note.message
     rows = next(e for e in events if e.type == "rollouts" and e.step == 2).rows

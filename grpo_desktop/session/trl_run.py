@@ -170,6 +170,9 @@ class TrlRunReader:
         for event in out:
             result.append(event)
             result += self.monitor.observe(event)
+            if self._weights and event.type in ("run_started", "rollouts"):
+                # the alarms weigh the reward parts as the run did (run_started resets them)
+                self.monitor.weights = {k: w for k, w in self._weights.items() if w > 0}
         return result
 
     def step_rows(self, step: int) -> list[dict] | None:
