@@ -7,6 +7,7 @@ has ids (as Qwen2.5's embedding has). The ids in generation_config.json and conf
 moved to where the added tokens now sit. `real_pre_tokenizer=True` gives the tokenizer the
 family's real pre-tokenizer regex (Llama 3: digits in threes; Qwen2: one by one) instead of
 shapes.py's GPT-2 one; `sentencepiece_llama` builds a Llama-2-style SentencePiece tokenizer.
+`export_all` builds and exports them once per test process; `field`, `values` ... read the files.
 """
 
 from __future__ import annotations
@@ -14,8 +15,14 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import numpy as np
+from gguf import GGMLQuantizationType
+from gguf.quants import dequantize
+
 from grpo_desktop.engine import shapes
 from grpo_desktop.engine.gguf_vocab import PRE_TOKENIZER_REGEXES
+
+DEMO = os.path.join(os.path.dirname(__file__), "..", "grpo_desktop", "resources", "demo_model")
 
 BASE = 4000
 EXTRA_ROWS = 32
@@ -141,3 +148,62 @@ def sentencepiece_llama(folder: str, seed: int = 0):
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return model, tok
+
+
+_EXPORTED: dict = {}
+
+
+def export_all(tmp_path_factory) -> dict:
+    """{kind: (model, tokenizer, model_dir, {outtype: (result, GGUFReader)})} for "llama" (Llama
+    3 shape), "qwen" (Qwen2.5 shape) and "spm" (SentencePiece Llama), each exported as f16 and
+    q8_0; built once per test process and shared by the GGUF test modules."""
+    from gguf import GGUFReader
+
+    from grpo_desktop.engine.export_gguf import write_gguf
+
+    if _EXPORTED:
+        return _EXPORTED
+    root = tmp_path_factory.mktemp("gguf")
+    builders = {
+        "llama": lambda d: build_small(d, "llama-3-shaped", real_pre_tokenizer=True),
+        "qwen": lambda d: build_small(d, "qwen2.5-0.5b-shaped", real_pre_tokenizer=True),
+        "spm": sentencepiece_llama,
+    }
+    for kind, build in builders.items():
+        model_dir = str(root / kind)
+        model, tok = build(model_dir)
+        files = {}
+        for outtype in ("f16", "q8_0"):
+            result = write_gguf(model_dir, str(root / f"{kind}-{outtype}"), outtype=outtype)
+            files[outtype] = (result, GGUFReader(result["path"]))
+        _EXPORTED[kind] = (model, tok, model_dir, files)
+    return _EXPORTED
+
+
+# Reading the files back.
+
+
+def field(reader, key):
+    """A metadata value as Python data."""
+    return reader.fields[key].contents()
+
+
+def read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def tensors_of(reader) -> dict:
+    return {t.name: t for t in reader.tensors}
+
+
+def values(tensor) -> np.ndarray:
+    """A GGUF tensor as float32 in numpy order (rows, columns)."""
+    shape = tuple(int(n) for n in reversed(tensor.shape))
+    if tensor.tensor_type == GGMLQuantizationType.Q8_0:
+        return dequantize(np.asarray(tensor.data), GGMLQuantizationType.Q8_0).reshape(shape)
+    return np.asarray(tensor.data, dtype=np.float32).reshape(shape)
+
+
+def hf_weight(model, name) -> np.ndarray:
+    return model.state_dict()[name].float().numpy()
