@@ -350,3 +350,30 @@ def test_cli_refuses_before_writing_when_the_disk_is_too_small(lora_run, tmp_pat
     assert p.stdout.strip() == "rc=2", p.stdout + p.stderr  # and nothing on the disk
     assert f"Not enough free space at {disk}: the merged export needs about 6.1 MB" in p.stderr
     assert "Nothing was written." in p.stderr and "Traceback" not in p.stderr
+
+
+def test_gguf_is_made_from_the_merged_model(tmp_path):
+    """`--format gguf` merges first (into a temporary folder, gone afterwards), then the GGUF
+    writer (engine/export_gguf.py) makes one .gguf and a Modelfile from it: the q projection in
+    the file is the merged one (W + s·B·A), not the base's. A small Qwen2-family model with a
+    BPE tokenizer (tests/gguf_models.py) and a real LoRA run on it."""
+    from gguf import GGUFReader
+    from gguf_models import build_small, tensors_of, values
+    from safetensors.torch import load_file
+
+    base = str(tmp_path / "base")
+    build_small(base, "qwen2.5-0.5b-shaped")
+    run = train_run(small_config(base, lora=True), str(tmp_path / "run"))
+    perturb_lora_b(run, std=0.5)
+    out = tmp_path / "gguf"
+    result = export(run, "gguf", str(out), outtype="f16")
+    assert result["format"] == "gguf" and result["dtype"] == "f16"
+    names = sorted(os.listdir(out))
+    assert "Modelfile" in names and names.count("gguf-f16.gguf") == 1, names
+    assert sorted(os.listdir(tmp_path)) == ["base", "gguf", "run"]  # no temporary folder
+    merged = export(run, "merged", str(tmp_path / "merged"))["out"]
+    want = load_file(f"{merged}/model.safetensors")["model.layers.0.self_attn.q_proj.weight"]
+    plain = load_file(f"{base}/model.safetensors")["model.layers.0.self_attn.q_proj.weight"]
+    got = values(tensors_of(GGUFReader(str(out / "gguf-f16.gguf")))["blk.0.attn_q.weight"])
+    assert abs(got - want.float().numpy()).max() < 1e-2
+    assert abs(got - plain.float().numpy()).max() > 0.1
