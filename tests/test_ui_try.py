@@ -146,11 +146,11 @@ def test_a_picked_problem_shows_its_gold_answer_and_is_scored_for_accuracy(
 
 def test_sampled_answers_show_each_sample_scored(qtbot, make_view, lora_session):
     view = make_view(lora_session)
-    assert not view.temperature.isEnabled() and not view.samples.isEnabled()
-    view.sampled_button.setChecked(True)
-    assert view.temperature.isEnabled() and view.samples.isEnabled()
-    view.samples.setValue(3)
-    view.max_tokens.setValue(16)
+    assert not view.decode.temperature.isEnabled() and not view.decode.samples.isEnabled()
+    view.decode.sampled_button.setChecked(True)
+    assert view.decode.temperature.isEnabled() and view.decode.samples.isEnabled()
+    view.decode.samples.setValue(3)
+    view.decode.max_tokens.setValue(16)
     view.prompt.setPlainText("What is 5 + 6?")
     assert view.generate()
     _wait_answers(qtbot, view)
@@ -164,7 +164,7 @@ def test_sampled_answers_show_each_sample_scored(qtbot, make_view, lora_session)
 
 def test_stop_and_escape_cancel_the_answers(qtbot, make_view, lora_session):
     view = make_view(lora_session)
-    view.max_tokens.setValue(2000)
+    view.decode.max_tokens.setValue(2000)
     view.prompt.setPlainText("What is 12 + 30?")
     with qtbot.waitSignal(view.runner.text_changed, timeout=WAIT_MS):
         assert view.generate()
@@ -206,8 +206,8 @@ def test_before_any_run_the_base_model_answers_alone(qtbot, make_view, tmp_path)
     assert view.checkpoint_box.currentText() == "No checkpoint yet"
     assert not view.checkpoint_box.isEnabled()
     assert view.note.text() == tips.BASE_ONLY
-    assert view.max_tokens.value() == demo_config().algorithm.max_completion_length
-    view.max_tokens.setValue(12)
+    assert view.decode.max_tokens.value() == demo_config().algorithm.max_completion_length
+    view.decode.max_tokens.setValue(12)
     assert not view.generate()  # nothing to ask yet
     assert "Type a prompt" in view.message_bar.message()
     view.prompt.setPlainText("What is 17 × 24?")
@@ -222,7 +222,7 @@ def test_before_any_run_the_base_model_answers_alone(qtbot, make_view, tmp_path)
     view.pick_problem(2)
     held = view.runner.held
     view.model.set_value("algorithm", "learning_rate", 1e-3)
-    assert view.picker.problem is not None and view.max_tokens.value() == 12
+    assert view.picker.problem is not None and view.decode.max_tokens.value() == 12
     assert view.generate()
     _wait_answers(qtbot, view, sides=("base",))
     assert view.runner.held is held and view.base_pane.result["gold"] is not None
@@ -258,7 +258,7 @@ def test_the_window_has_a_try_tab_and_closing_stops_its_work(
     window.tabs.setCurrentWidget(window.try_view)
     view = window.try_view
     assert view.checkpoint_box.currentText() == "Step 2 (latest)"
-    view.max_tokens.setValue(2000)
+    view.decode.max_tokens.setValue(2000)
     view.prompt.setPlainText("What is 8 + 9?")
     with qtbot.waitSignal(view.runner.text_changed, timeout=WAIT_MS):
         assert view.generate()

@@ -23,16 +23,11 @@ import os
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QButtonGroup,
     QComboBox,
-    QDoubleSpinBox,
     QHBoxLayout,
-    QLabel,
     QMessageBox,
     QPlainTextEdit,
     QPushButton,
-    QRadioButton,
-    QSpinBox,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -44,6 +39,7 @@ from grpo_desktop.engine.trl_variants import is_trl_output
 from grpo_desktop.ui.common.slots import connect_slots
 from grpo_desktop.ui.common.widgets import MessageBar, note_label, rich_tooltip, set_note
 from grpo_desktop.ui.try_it import tips
+from grpo_desktop.ui.try_it.decode import DecodeSettings
 from grpo_desktop.ui.try_it.pane import AnswerPane
 from grpo_desktop.ui.try_it.problems import ProblemPicker
 from grpo_desktop.ui.try_it.worker import TryRequest, TryRunner
@@ -67,6 +63,7 @@ class TryView(QWidget):
         self.runner = TryRunner(self)
         self._shown_once = False
         self._stale = False  # the running job's answers belong to a session no longer shown
+        self._tried_run: str | None = None  # the run the last Generate used (its model held)
         self._defaults_for: tuple = ()  # the run's settings the decode boxes started from
 
         self.message_bar = MessageBar()
@@ -78,32 +75,7 @@ class TryView(QWidget):
         self.prompt.setTabChangesFocus(True)
         self.prompt.setMaximumHeight(72)
 
-        self.greedy_button = QRadioButton("Greedy")
-        self.greedy_button.setToolTip(rich_tooltip(tips.GREEDY))
-        self.sampled_button = QRadioButton("Sampled")
-        self.sampled_button.setToolTip(rich_tooltip(tips.SAMPLED))
-        self.mode_group = QButtonGroup(self)
-        self.mode_group.addButton(self.greedy_button)
-        self.mode_group.addButton(self.sampled_button)
-        self.greedy_button.setChecked(True)
-        self.temperature = QDoubleSpinBox()
-        self.temperature.setRange(0.05, 2.0)
-        self.temperature.setSingleStep(0.1)
-        self.temperature.setValue(1.0)
-        self.temperature.setToolTip(rich_tooltip(tips.TEMPERATURE))
-        self.top_p = QDoubleSpinBox()
-        self.top_p.setRange(0.05, 1.0)
-        self.top_p.setSingleStep(0.05)
-        self.top_p.setValue(1.0)
-        self.top_p.setToolTip(rich_tooltip(tips.TOP_P))
-        self.samples = QSpinBox()
-        self.samples.setRange(1, 16)
-        self.samples.setValue(4)
-        self.samples.setToolTip(rich_tooltip(tips.SAMPLES))
-        self.max_tokens = QSpinBox()
-        self.max_tokens.setRange(1, 4096)
-        self.max_tokens.setValue(model.config.algorithm.max_completion_length)
-        self.max_tokens.setToolTip(rich_tooltip(tips.MAX_TOKENS))
+        self.decode = DecodeSettings(model.config.algorithm.max_completion_length)
         self.generate_button = QPushButton("Generate")
         self.generate_button.setToolTip(rich_tooltip(tips.GENERATE, "Ctrl+Return"))
         self.generate_button.setDefault(True)
@@ -125,25 +97,7 @@ class TryView(QWidget):
         buttons.addWidget(self.stop_button)
         buttons.addStretch(1)
         ask.addLayout(buttons)
-        mode = QHBoxLayout()  # how to decode; the sampling knobs on a second row (narrow windows)
-        mode.addWidget(self.greedy_button)
-        mode.addWidget(self.sampled_button)
-        knobs = QHBoxLayout()
-        for row, label, box in (
-            (mode, "Max new tokens", self.max_tokens),
-            (knobs, "Temperature", self.temperature),
-            (knobs, "Top-p", self.top_p),
-            (knobs, "Samples", self.samples),
-        ):
-            caption = QLabel(label)
-            caption.setToolTip(box.toolTip())
-            caption.setBuddy(box)
-            row.addSpacing(12)
-            row.addWidget(caption)
-            row.addWidget(box)
-        mode.addStretch(1)
-        mode.addWidget(self.picker.gold_label)
-        knobs.addStretch(1)
+        self.decode.first_row.addWidget(self.picker.gold_label)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.base_pane)
         split.addWidget(self.trained_pane)
@@ -154,8 +108,7 @@ class TryView(QWidget):
         col.addWidget(self.note)
         col.addWidget(self.picker)
         col.addLayout(ask)
-        col.addLayout(mode)
-        col.addLayout(knobs)
+        col.addWidget(self.decode)
         col.addWidget(split, 1)
 
         for keys in ("Ctrl+Return", "Ctrl+Enter"):
@@ -167,7 +120,6 @@ class TryView(QWidget):
         escape.activated.connect(self.stop)
         self.generate_button.clicked.connect(self.generate)
         self.stop_button.clicked.connect(self.stop)
-        self.mode_group.buttonToggled.connect(self._on_mode_group_button_toggled)
         self.picker.picked.connect(self._on_picker_picked)
         self.picker.failed.connect(self._on_picker_failed)
         self.prompt.textChanged.connect(self._on_prompt_text_changed)
@@ -176,7 +128,6 @@ class TryView(QWidget):
                       "finished", name="runner")  # fmt: skip
         connect_slots(self.model, self, "state_changed", "session_replaced", "checkpoint_saved",
                       "config_changed", "config_replaced")  # fmt: skip
-        self._on_mode_group_button_toggled()
         self.refresh()
 
     # ------------------------------------------------------------------ what the run offers
@@ -213,8 +164,7 @@ class TryView(QWidget):
         defaults = (cfg.algorithm.max_completion_length, cfg.algorithm.temperature)
         if defaults != self._defaults_for:  # new settings: their defaults, else the user's
             self._defaults_for = defaults
-            self.max_tokens.setValue(cfg.algorithm.max_completion_length)
-            self.temperature.setValue(max(self.temperature.minimum(), cfg.algorithm.temperature))
+            self.decode.set_defaults(*defaults)
         tags = (cfg.rewards.think_tag, cfg.rewards.answer_tag)
         self.base_pane.tags = self.trained_pane.tags = tags
         if not steps:
@@ -274,16 +224,6 @@ class TryView(QWidget):
 
     # ------------------------------------------------------------------ generating
 
-    def settings(self) -> dict:
-        greedy = self.greedy_button.isChecked()
-        return {
-            "greedy": greedy,
-            "temperature": self.temperature.value(),
-            "top_p": self.top_p.value(),
-            "samples": 1 if greedy else self.samples.value(),
-            "max_new_tokens": self.max_tokens.value(),
-        }
-
     def checker_may_run(self, cfg: TrainConfig) -> bool:
         """Whether the try config's custom checker may run: none, trusted, or typed here."""
         source = cfg.rewards.custom_checker
@@ -317,11 +257,12 @@ class TryView(QWidget):
             config=self.model.config,
             problem=self.prompt.toPlainText(),
             gold=picked["answer"] if picked else None,
-            settings=self.settings(),
+            settings=self.decode.values(),
             sides=sides,
             run_checker=self.checker_may_run(cfg),
             remote_code=self.model.remote_code_permission(resume=True),
         )
+        self._tried_run = request.run_dir
         self.runner.start(request)
         self._update_state()
         return True
@@ -375,11 +316,6 @@ class TryView(QWidget):
         box.setDetailedText(details)
         box.exec()
 
-    def _on_mode_group_button_toggled(self, *_args) -> None:
-        sampled = self.sampled_button.isChecked()
-        for box in (self.temperature, self.top_p, self.samples):
-            box.setEnabled(sampled)
-
     # ------------------------------------------------------------------ the session
 
     def _on_model_state_changed(self, _state: str) -> None:
@@ -388,7 +324,11 @@ class TryView(QWidget):
         self.refresh()
 
     def _on_model_session_replaced(self) -> None:
+        if self.run_dir() == self._tried_run:  # the same run again (a run folder's first read)
+            self.refresh()
+            return
         self._stale = self.runner.busy  # what it still says is about the other session
+        self._tried_run = None
         self.runner.release()
         self.picker.forget()
         for pane in self.panes.values():

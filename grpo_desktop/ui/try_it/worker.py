@@ -118,6 +118,8 @@ class TryWorker(QObject):
                 cfg, run_dir, remote_code=req.remote_code, variants=variants
             )
             held.key = key
+        for side, _ in req.sides[1:]:
+            self.status_changed.emit(side, "Waiting: answers after the base model.")
         for side, spec in req.sides:
             if self._stop.is_set():
                 self.status_changed.emit(side, "Stopped before it began.")
