@@ -123,7 +123,10 @@ def test_demo_model_exports_its_characters_as_byte_level_bpe(tmp_path):
     assert types[1] == TokenType.UNKNOWN and types[2] == TokenType.CONTROL  # <|unk|>, <|end|>
     assert types[6] == TokenType.USER_DEFINED  # <think>: added, not special
     assert field(reader, "tokenizer.ggml.eos_token_id") == 2
-    assert "tokenizer.ggml.bos_token_id" not in reader.fields
+    # No BOS in the demo: its pad token stands in, never added (llama.cpp's default is id 11,
+    # the character "1" here).
+    assert field(reader, "tokenizer.ggml.bos_token_id") == 0
+    assert field(reader, "tokenizer.ggml.add_bos_token") is False
     text = read_text(result["modelfile"])
     assert "<|user|>{{ .Content }}<|end|>" in text and 'PARAMETER stop "<|end|>"' in text
 

@@ -154,8 +154,11 @@ def _metadata(writer, config, arch: str, facts: dict, vocab, tok, eos, name: str
         writer.add_add_space_prefix(vocab.add_space_prefix)
     if vocab.merges:
         writer.add_token_merges(vocab.merges)
+    # Without a BOS id llama.cpp takes token 11 as BOS (a character of the demo's vocabulary):
+    # a tokenizer without one gets its pad (or EOS) token there, never added (add_bos false).
+    bos = next((i for i in (vocab.bos_id, vocab.pad_id, eos) if i is not None), None)
     for value, add in (
-        (vocab.bos_id, writer.add_bos_token_id),
+        (bos, writer.add_bos_token_id),
         (eos, writer.add_eos_token_id),
         (eos, writer.add_eot_token_id),
         (vocab.unk_id, writer.add_unk_token_id),
