@@ -41,6 +41,7 @@ import torch
 from grpo_desktop.engine.decode import lean_decoder
 from grpo_desktop.engine.decode_graph import GraphedDecode
 from grpo_desktop.engine.decode_static import static_decoder
+from grpo_desktop.engine.host_memory import DecodeTrim
 from grpo_desktop.engine.kernels import fast_linear
 
 SYNC_EVERY_CUDA = 8  # check "all rows finished" every k tokens on GPU (each check is a sync)
@@ -129,6 +130,9 @@ def sample_tokens(
     finished = torch.zeros(N, dtype=torch.bool, device=device)  # (N,)
     ones = torch.ones(N, 1, dtype=attention.dtype, device=device)  # (N, 1)
     tokens = []
+    # A large vocabulary's per-step logits fragment the C heap: give its free pages back now
+    # and then (engine/host_memory.py; never on the demo's vocabulary).
+    trim = DecodeTrim(device.type, last_logits.numel() * 4)
     try:
         for t in range(max_new_tokens):
             logits = last_logits.float()  # (N, V)
@@ -144,6 +148,7 @@ def sample_tokens(
             nxt = nxt.masked_fill(finished, pad_id)
             tokens.append(nxt)
             finished |= torch.isin(nxt, stops)
+            trim.tick(t)
             if on_token is not None and on_token(t, nxt) is False:
                 break
             if t == max_new_tokens - 1:
@@ -185,6 +190,7 @@ def sample_tokens(
         if static is not None:
             last_logits = logits = None  # may be the graph's output, in its memory pool
             static.close()  # the pool goes back to the driver for the training pass
+        trim.done()
     _last["path"] = _path_name(static, decode, max_new_tokens, static_failed)
     return torch.stack(tokens, dim=1)  # (N, C)
 
