@@ -55,16 +55,30 @@ def small_shape(name: str, hidden: int = 64, heads: int = 4, kv_heads: int = 2):
     )
 
 
-def _real_pre_tokenizer(tok, arch: str) -> None:
-    from tokenizers import Regex, pre_tokenizers
+def _real_pre_tokenizer(tok, arch: str):
+    """`tok` with the family's pre-tokenizer regex; Llama 3's also takes a word that is a whole
+    token without merging (tokenizer.json's "ignore_merges": true)."""
+    import json
+
+    from tokenizers import Regex, Tokenizer, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
 
     pattern = PRE_TOKENIZER_REGEXES["llama-bpe" if arch == "llama" else "qwen2"]
-    tok.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+    state = json.loads(tok.backend_tokenizer.to_str())
+    state["model"]["ignore_merges"] = arch == "llama"
+    core = Tokenizer.from_str(json.dumps(state))
+    core.pre_tokenizer = pre_tokenizers.Sequence(
         [
             pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
+    specials = {k: getattr(tok, k) for k in ("bos_token", "eos_token", "pad_token")}
+    out = PreTrainedTokenizerFast(
+        tokenizer_object=core, **{k: v for k, v in specials.items() if v is not None}
+    )
+    out.chat_template = tok.chat_template
+    return out
 
 
 def build_small(
@@ -78,7 +92,7 @@ def build_small(
     shape = small_shape(name)
     tok = shapes.build_tokenizer(shape)
     if real_pre_tokenizer:
-        _real_pre_tokenizer(tok, shape.arch)
+        tok = _real_pre_tokenizer(tok, shape.arch)
     config = shapes.model_config(shape, layers=2)
     config.dtype = "float32"
     config.tie_word_embeddings = tied

@@ -214,11 +214,22 @@ def test_sentencepiece_vocabulary(exported):
     )
 
 
-def test_gpt2_pre_tokenizer_is_recognised():
+def test_gpt2_and_smaug_pre_tokenizers_are_recognised(exported):
+    import json
+
     from gguf_models import small_shape
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
 
     tok = shapes.build_tokenizer(small_shape("qwen2.5-0.5b-shaped"))  # ByteLevel's own regex
     assert read_vocab(tok, len(tok) + 32).pre == "gpt-2"
+    # Llama 3's regex with the merges always applied: llama.cpp's "smaug-bpe", not
+    # "llama-bpe" (which takes a word that is a whole token as it is).
+    llama_tok = exported["llama"][1]
+    state = json.loads(llama_tok.backend_tokenizer.to_str())
+    state["model"]["ignore_merges"] = False
+    llama_tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(state)))
+    assert read_vocab(llama_tok, len(llama_tok) + 32).pre == "smaug-bpe"
 
 
 TEXTS = [  # tokenized by both; the demo's alphabet has no tab, é, € or 中 (transformers reads
@@ -227,6 +238,7 @@ TEXTS = [  # tokenized by both; the demo's alphabet has no tab, é, € or 中 (
     " leading space and trailing   ",
     "<think>7 * 6 is 42</think><answer>42</answer>",
     "a\n\n\tb é€中 3.14159",
+    " w17 w3999 were",  # spelled like shapes.py's filler entries (" w" and digits: split)
 ]
 
 
@@ -284,7 +296,7 @@ def test_llama_cpp_reads_the_files_as_transformers_does(exported, tmp_path):
         want, hf_logits = _hf_greedy(model, ids, 24)
         for outtype, path in paths.items():
             llm = _llama_cpp_model(llama_cpp, path)
-            texts = TEXTS[:3] if kind == "demo" else TEXTS
+            texts = [*TEXTS[:3], TEXTS[4]] if kind == "demo" else TEXTS
             for text in texts:
                 assert (
                     llm.tokenize(text.encode(), add_bos=True, special=True)

@@ -89,8 +89,11 @@ def _component_types(node: dict | None) -> list[str]:
     return found
 
 
-def _pre_tokenizer_name(backend, text: str = PROBE_TEXT) -> str:
-    """The llama.cpp name of the regex whose split of `text` equals the tokenizer's own split."""
+def _pre_tokenizer_name(backend, ignore_merges: bool, text: str = PROBE_TEXT) -> str:
+    """The llama.cpp name of the regex whose split of `text` equals the tokenizer's own split.
+    llama.cpp's "llama-bpe" also takes a word that is a whole token as that token without
+    merging ("ignore_merges", as Llama 3's tokenizer.json says); "smaug-bpe" is the same regex
+    with the merges always applied."""
     import regex
 
     if backend.pre_tokenizer is None:
@@ -98,7 +101,7 @@ def _pre_tokenizer_name(backend, text: str = PROBE_TEXT) -> str:
     ours = [text[a:b] for _, (a, b) in backend.pre_tokenizer.pre_tokenize_str(text)]
     for name, pattern in PRE_TOKENIZER_REGEXES.items():
         if regex.findall(pattern, text) == ours:
-            return name
+            return "smaug-bpe" if name == "llama-bpe" and not ignore_merges else name
     raise ModelError(
         "The tokenizer is byte-level BPE, but its pre-tokenizer splits text unlike any that "
         "llama.cpp knows (GPT-2, Llama 3 or Qwen2), so a GGUF file would tokenize prompts "
@@ -248,7 +251,7 @@ def read_vocab(tok, rows: int, generation: dict | None = None) -> Vocab:
         merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
         return Vocab(
             model="gpt2",
-            pre=_pre_tokenizer_name(backend),
+            pre=_pre_tokenizer_name(backend, bool(model.get("ignore_merges"))),
             tokens=tokens,
             types=_types(tokens, added, vocab_ids, byte_tokens=False),
             merges=merges,
