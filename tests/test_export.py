@@ -377,3 +377,62 @@ def test_gguf_is_made_from_the_merged_model(tmp_path):
     got = values(tensors_of(GGUFReader(str(out / "gguf-f16.gguf")))["blk.0.attn_q.weight"])
     assert abs(got - want.float().numpy()).max() < 1e-2
     assert abs(got - plain.float().numpy()).max() > 0.1
+
+
+def test_an_architecture_transformers_cannot_load_is_named(lora_run, tmp_path):
+    import shutil
+
+    from grpo_desktop.engine.export_merge import UnsupportedArchitecture
+    from grpo_desktop.engine.trainer import read_run_config
+
+    cfg = read_run_config(lora_run)
+    base = tmp_path / "mystery-model"
+    shutil.copytree(export(lora_run, "merged", str(tmp_path / "m"))["base"], base)
+    config = json.loads((base / "config.json").read_text())
+    (base / "config.json").write_text(json.dumps(dict(config, model_type="mystery")))
+    run = tmp_path / "run"
+    shutil.copytree(lora_run, run)
+    (run / "config.json").write_text(cfg.replace(model={"name_or_path": str(base)}).to_json())
+    with pytest.raises(UnsupportedArchitecture) as caught:
+        export(str(run), "merged", str(tmp_path / "out"))
+    assert "llama, qwen2, qwen3" in str(caught.value) and str(base) in str(caught.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_base_saved_in_4bit_is_dequantized_for_the_merge(micro_model_dir, tmp_path):
+    """No full-precision copy of the base: the saved NF4 weights are dequantized to bfloat16
+    and the adapter merged into them, which are the weights the run trained with (so the
+    result is close to the 4-bit base + adapter)."""
+    pytest.importorskip("bitsandbytes")
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+
+    quant = BitsAndBytesConfig(
+        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float32
+    )
+
+    def four_bit(path):
+        return AutoModelForCausalLM.from_pretrained(
+            path, quantization_config=quant, device_map={"": "cpu"}
+        )
+
+    saved = str(tmp_path / "micro-nf4")
+    four_bit(micro_model_dir).save_pretrained(saved)
+    AutoTokenizer.from_pretrained(micro_model_dir).save_pretrained(saved)
+    cfg = small_config(micro_model_dir, lora=True).replace(quantization={"mode": "4bit"})
+    run = train_run(cfg, str(tmp_path / "run"))
+    perturb_lora_b(run)
+    (tmp_path / "run" / "config.json").write_text(
+        cfg.replace(model={"name_or_path": saved}).to_json()
+    )
+    result = export(run, "merged", str(tmp_path / "merged"))
+    assert result["dtype"] == "bfloat16" and "saved already quantized" in result["dtype_reason"]
+    unquantized = sum(n for _d, n in safetensors_tensors(micro_model_dir).values())
+    assert result["parameters"] == unquantized  # two 4-bit weights a byte, constants not counted
+    merged = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"), dtype=torch.float32)
+    adapter = os.path.join(run, "checkpoints", "step-00000001", "adapter")
+    trained = PeftModel.from_pretrained(four_bit(saved), adapter).eval()
+    ids = torch.tensor([[5, 9, 14, 20, 7, 3]])
+    with torch.no_grad():
+        got, want = merged.eval()(ids).logits, trained(ids).logits
+    assert (got - want).abs().max() < 2e-2 * want.abs().max() + 1e-3

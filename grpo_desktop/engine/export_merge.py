@@ -7,7 +7,9 @@ tokenizer and a README.txt saying what base it needs and how to load it.
 in the plan's dtype, merges the LoRA adapter into it (`merge_and_unload`: W + scale · B·A), and
 saves the model as safetensors with its tokenizer, chat template and a generation_config whose
 eos_token_id is every id the run stopped completions at (engine/rollout.stop_ids). A 4-bit or
-8-bit run's base is reloaded unquantized in bfloat16 from its folder (export_plan says why).
+8-bit run's base is reloaded unquantized in bfloat16 from its folder (export_plan says why); a
+base saved already quantized by bitsandbytes (no full-precision copy) is dequantized to bfloat16
+first. Other saved quantizations (GPTQ, AWQ ...) are refused with what to do.
 
 `stage(fraction, message)` reports progress and raises ExportCancelled when the user cancelled.
 Writes only into `folder` (a temporary one: export.py renames it into place). Not for GGUF or TRL
@@ -33,6 +35,7 @@ from grpo_desktop.engine.export_plan import (
 from grpo_desktop.engine.remote_code import check_permission
 
 EXAMPLE_PROBLEM = "What is 12 * 34?"
+FAMILIAR = ("llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "phi3", "olmo2", "smollm3")
 
 
 class UnsupportedArchitecture(ExportError):
@@ -164,10 +167,19 @@ def _check_architecture(path: str, trust: bool) -> None:
             f"The model in {path} has an architecture this transformers cannot load "
             f"({str(exc).splitlines()[0]}). Export supports the causal language models "
             f"transformers knows ({len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)} architectures, "
-            "among them llama, qwen2, qwen3, mistral, gemma, phi3); upgrade transformers, or "
-            "trust the model's own code if it ships some."
+            f"among them {', '.join(FAMILIAR)}); upgrade transformers, or trust the model's own "
+            "code if it ships some. (GGUF: Llama and Qwen2 only.)"
         ) from None
+    if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not trust:
+        known = ", ".join(t for t in FAMILIAR if t in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+        raise UnsupportedArchitecture(
+            f"The model in {path} is a {config.model_type!r} model, which is not a causal "
+            f"language model transformers can load for export. Supported: {known} and the "
+            f"other causal LMs of transformers ({len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)} in all)."
+        )
     quantized = getattr(config, "quantization_config", None)
+    if isinstance(quantized, dict) and quantized.get("quant_method") == "bitsandbytes":
+        return  # dequantized before the merge (write_merged)
     if quantized is not None:
         method = quantized.get("quant_method") if isinstance(quantized, dict) else None
         raise ExportError(
@@ -175,13 +187,6 @@ def _check_architecture(path: str, trust: bool) -> None:
             "so there are no full-precision weights to merge the adapter into. Download the "
             "unquantized model, point model.name_or_path in the run's config.json at it, and "
             "export again (or export the adapter alone: --format adapter)."
-        )
-    if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not trust:
-        known = ", ".join(sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)[:12])
-        raise UnsupportedArchitecture(
-            f"The model in {path} is a {config.model_type!r} model, which is not a causal "
-            f"language model transformers can load for export. Supported: {known}, … "
-            f"({len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)} in all, llama and qwen2 among them)."
         )
 
 
@@ -203,7 +208,13 @@ def write_merged(plan: ExportPlan, folder: str, stage, remote_code=None) -> dict
     dtype = getattr(torch, plan.dtype)
     what_base = "the base model" if plan.is_adapter else "the fine-tuned weights"
     stage(0.05, f"Loading {what_base} ({plan.dtype})")
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, trust_remote_code=trust)
+    if plan.prequantized:  # no full-precision copy: the saved quantized weights, dequantized
+        model = AutoModelForCausalLM.from_pretrained(
+            source, device_map={"": "cpu"}, trust_remote_code=trust
+        )
+        model = model.dequantize().to(dtype)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, trust_remote_code=trust)
     if plan.is_adapter:
         from peft import PeftModel
 

@@ -64,6 +64,7 @@ class ExportPlan:
     base_is_local: bool = True
     dtype: str = ""  # what the weights are written in (merged, gguf's temporary model)
     dtype_reason: str = ""  # why, when it is not the base's own dtype
+    prequantized: str = ""  # the base folder's saved quantization ("bitsandbytes 4-bit"), if any
     parameters: int = 0
     result_bytes: int = 0  # what the output folder will take
     needed_bytes: int = 0  # what the disk must hold while writing (gguf: + the merged model)
@@ -158,6 +159,35 @@ def _stored_dtype(folder: str | None) -> str:
         return "float32"
     dtype = config.get("dtype") or config.get("torch_dtype") or "float32"
     return dtype if dtype in DTYPE_BYTES else "float32"
+
+
+QUANT_STATE = (".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map", ".SCB")
+
+
+def weight_count(tensors: dict[str, tuple[str, int]]) -> int:
+    """The weights the tensors hold: bitsandbytes' 4-bit weights pack two into a byte (U8), and
+    their quantization constants are not weights."""
+    total = 0
+    for name, (dtype, numel) in tensors.items():
+        if name.endswith(QUANT_STATE) or ".quant_state." in name or name.endswith("weight_format"):
+            continue
+        total += numel * 2 if dtype == "U8" else numel
+    return total
+
+
+def _saved_quantization(folder: str | None) -> str:
+    """The quant_method a model folder's config.json says its weights are saved in ('' if none)."""
+    try:
+        with open(os.path.join(folder or "", "config.json"), encoding="utf-8") as fh:
+            quantization = json.load(fh).get("quantization_config")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    if not isinstance(quantization, dict):
+        return ""
+    method = str(quantization.get("quant_method") or "quantized")
+    if method == "bitsandbytes":
+        return "bitsandbytes 4-bit" if quantization.get("load_in_4bit") else "bitsandbytes 8-bit"
+    return method
 
 
 def _folder_bytes(folder: str, names) -> int:
@@ -289,12 +319,21 @@ def _sizes(plan: ExportPlan, outtype: str) -> None:
     base_folder = plan.base if plan.base_is_local else hub_snapshot(plan.base)
     model_folder = base_folder if plan.is_adapter else plan.weights
     tensors = safetensors_tensors(model_folder or "")
-    plan.parameters = sum(n for _dtype, n in tensors.values())
+    plan.parameters = weight_count(tensors)
+    plan.prequantized = _saved_quantization(base_folder) if plan.is_adapter else ""
     stored = _stored_dtype(base_folder if plan.is_adapter else plan.weights)
     if not plan.is_adapter:  # saved master weights may be float32: the base's dtype decides
         stored = _stored_dtype(base_folder) if base_folder != plan.weights else stored
     plan.dtype = stored
-    if plan.quantized:
+    if plan.prequantized:
+        plan.dtype = "bfloat16"
+        plan.dtype_reason = (
+            f"The base model {plan.base} is saved already quantized ({plan.prequantized}), with "
+            "no full-precision copy to merge into, so its weights are dequantized to bfloat16 "
+            "and the adapter is merged into them (the weights the run trained with): about "
+            f"{size_text(plan.parameters * 2)} ({plan.parameters / 1e6:,.1f}M weights × 2 bytes)."
+        )
+    elif plan.quantized:
         plan.dtype = "bfloat16"
         mode = "4-bit (NF4)" if plan.cfg.quantization.mode == "4bit" else "8-bit"
         bits = 4.5 if plan.cfg.quantization.mode == "4bit" else 8
