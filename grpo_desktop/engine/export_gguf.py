@@ -228,7 +228,10 @@ def write_gguf(
     name = name or os.path.basename(os.path.normpath(model_dir)) or "model"
     path = os.path.join(out_dir, _file_name(name, outtype))
     total = sum(t.nbytes for t in tensors)
-    _check_space(out_dir, total)
+    # Metadata: each token and merge as a length-prefixed string, plus a type and a score.
+    strings = [*vocab.tokens, *vocab.merges]
+    metadata = sum(len(x.encode("utf-8")) + 8 for x in strings) + 8 * len(vocab.tokens)
+    _check_space(out_dir, total + metadata)
     partial = path + ".part"
     writer = GGUFWriter(partial, arch)
     try:
