@@ -287,7 +287,6 @@ def test_cli_exports_a_session_as_an_adapter(lora_run, tmp_path):
     assert "%] Copying the adapter" in p.stderr and "Traceback" not in p.stderr
 
 
-@pytest.mark.slow  # a second CLI process that reads the data: ~15 s at load 4
 def test_cli_exports_a_session_as_a_trl_project(tmp_path):
     from grpo_desktop.session.document import new_session
 

@@ -120,10 +120,13 @@ class _Stages:
         """A progress callback for another writer (GGUF, TRL), mapped into [start, end]; it
         accepts (fraction, message), (message,) or (done, total[, message])."""
 
+        said = [0]
+
         def report(*args) -> None:
             numbers = [a for a in args if isinstance(a, (int, float)) and not isinstance(a, bool)]
             text = next((a for a in args if isinstance(a, str)), "")
-            fraction = numbers[0] if len(numbers) == 1 else 0.0
+            said[0] += 1  # a writer that reports only messages moves the bar a bit each time
+            fraction = numbers[0] if len(numbers) == 1 else 1 - 0.75 ** said[0]
             if len(numbers) >= 2 and numbers[1]:
                 fraction = numbers[0] / numbers[1]
             self(start + (end - start) * min(1.0, max(0.0, float(fraction))), text)
