@@ -36,6 +36,8 @@ from grpo_desktop.engine.evaluate import EVAL_BATCH, _answer_batches
 from grpo_desktop.engine.remote_code import RemoteCodePermission
 from grpo_desktop.engine.rewards import accuracy_verdicts
 from grpo_desktop.engine.trainer import read_run_config
+from grpo_desktop.engine.trl_config import trl_run_config
+from grpo_desktop.engine.trl_variants import is_trl_output
 from grpo_desktop.engine.variants import ModelVariants, Variant, find_variant, run_variants
 
 HELD_OUT = "held-out"
@@ -226,11 +228,17 @@ def compare_run(
     remote_code: RemoteCodePermission | None = None,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
+    fallback: TrainConfig | None = None,
 ) -> Comparison:
     """Load the run once and compare side `a` with side `b` (see the module docstring).
-    Bad input (no checkpoint, unknown step, unreadable problem file) raises UserError before
-    any model is loaded."""
-    cfg = read_run_config(run_dir)
+    A TRL output_dir is loaded and scored with the config engine/trl_config.py builds for it
+    (`fallback`'s data and rewards when no exported settings are beside it; the defaults when
+    None). Bad input (no checkpoint, unknown step, unreadable problem file) raises UserError
+    before any model is loaded."""
+    if is_trl_output(run_dir):
+        cfg = trl_run_config(run_dir, fallback or TrainConfig()).config
+    else:
+        cfg = read_run_config(run_dir)
     variants = run_variants(run_dir)
     pick_sides(variants, a, b, run_dir)
     examples, source = compare_problems(cfg, n, seed, problems)

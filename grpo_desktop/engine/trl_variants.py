@@ -6,7 +6,8 @@ final model, when the script calls `trainer.save_model()`, in `OUTPUT_DIR/` itse
 a LoRA run, else a whole model (`config.json` + `*.safetensors`). Those are the folders the app's
 own checkpoints keep under `adapter/` and `model/`, so `ModelVariants` loads them the same way.
 
-`trl_variants(folder)` lists them oldest first, the final model last (key "final"); `is_trl_output`
+`trl_variants(folder)` lists them oldest first, the final model last (key "final"; `trl_models`: the
+same as plain tuples, without torch); `is_trl_output`
 says whether a folder is such an output_dir (and not one of the app's run folders), and
 `trl_base_model` names the base model a LoRA output was trained from (its adapter_config's
 base_model_name_or_path), which is what Try and Compare must load as "base". Imports no
@@ -71,22 +72,28 @@ def _final_step(folder: str) -> int | None:
     return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
-def trl_variants(folder: str) -> list:
-    """Every checkpoint-N with weights (key "step-N"), then the final model in the folder
-    itself (key "final") when it was saved there; no base (the caller adds it)."""
-    from grpo_desktop.engine.variants import Variant
-
+def trl_models(folder: str) -> list[tuple[str, str, int | None, str, bool]]:
+    """(key, label, step, weights folder, is_adapter) of every checkpoint-N with weights (key
+    "step-N"), then of the final model in the folder itself (key "final") when it was saved
+    there. Torch-free: what the GUI thread lists in the Try and Compare pickers."""
     found = []
     for step, path in _checkpoints(folder):
         kind = weights_kind(path)
         if kind is not None:
-            found.append(Variant(f"step-{step}", f"Step {step}", step, path, kind == "adapter"))
+            found.append((f"step-{step}", f"Step {step}", step, path, kind == "adapter"))
     kind = weights_kind(folder)
     if kind is not None:
-        step = _final_step(folder)
-        label = f"Final model (step {step})" if step else "Final model"
-        found.append(Variant("final", label, step, folder, kind == "adapter"))
+        final = _final_step(folder)
+        label = f"Final model (step {final})" if final else "Final model"
+        found.append(("final", label, final, folder, kind == "adapter"))
     return found
+
+
+def trl_variants(folder: str) -> list:
+    """`trl_models` as `Variant`s; no base (the caller adds it)."""
+    from grpo_desktop.engine.variants import Variant
+
+    return [Variant(*model) for model in trl_models(folder)]
 
 
 def trl_base_model(folder: str) -> str | None:

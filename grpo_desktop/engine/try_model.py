@@ -55,6 +55,8 @@ from grpo_desktop.engine.rollout import (
 )
 from grpo_desktop.engine.score_file import SampleRow, score_rows, weights_of
 from grpo_desktop.engine.trainer import CONFIG_FILE, read_run_config
+from grpo_desktop.engine.trl_config import trl_run_config
+from grpo_desktop.engine.trl_variants import is_trl_output
 from grpo_desktop.engine.variants import ModelVariants, Variant
 
 SOURCES = ("held_out", "training")
@@ -95,7 +97,11 @@ class TrySettings:
 def run_config(run_dir: str | None, fallback: TrainConfig) -> tuple[TrainConfig, bool]:
     """(the config to try with, whether it is the run's own): the run's config.json when the
     folder has one (its model, prompt and rewards are what was trained), else `fallback` (a
-    session that has not trained yet: its current settings, base model only)."""
+    session that has not trained yet: its current settings, base model only). A TRL output_dir
+    gets the config engine/trl_config.py builds for it (its base model, LoRA or not, the
+    exported project's settings or `fallback`'s data and rewards)."""
+    if is_trl_output(run_dir):
+        return trl_run_config(run_dir, fallback).config, True
     if run_dir and os.path.isfile(os.path.join(run_dir, CONFIG_FILE)):
         return read_run_config(run_dir), True
     return fallback, False

@@ -37,6 +37,7 @@ class CompareRequest:
     problems: str | None = None  # a problem file; None: the held-out set
     seed: int = 0
     remote_code: object = None  # RemoteCodePermission | None
+    config: object = None  # TrainConfig: the session's, for a TRL output's data and rewards
 
 
 class CompareWorker(QObject):
@@ -87,6 +88,7 @@ class CompareWorker(QObject):
             remote_code=r.remote_code,
             progress=self.progressed.emit,
             cancel=self._cancel,
+            fallback=r.config,
         )
 
 

@@ -49,8 +49,8 @@ NO_CHECKPOINT = (
     "and at the end."
 )
 SAME_SIDES = "Side A and side B are the same model: choose two different ones."
-TRL_RUN = (
-    "This window shows a TRL run read-only, and Compare runs only the models of GRPO Desktop's "
-    "own runs (it needs the run's settings for prompts and scoring): open one of its sessions or "
-    "run folders to compare its models here."
+TRL_NO_MODEL = (
+    "This TRL run has saved no model yet (a checkpoint-N folder with weights, or the final "
+    "model), so there is nothing to compare with the base model. Its checkpoints appear here "
+    "once TRL saves them (save_steps), and the final model after trainer.save_model()."
 )

@@ -8,9 +8,11 @@ time left, then what it found (results.py): each side's accuracy with its 95 % i
 fixed and broken counts, the table with its filters, both full answers of a row, Export CSV….
 
 The work runs in `CompareRunner`'s thread (runner.py) and frees the model when it ends. While
-training runs (or the window shows a TRL run read-only), Run is off and a note says why. Reads
-the session through `SessionModel` only; the checkpoints are listed without torch
-(engine/run_layout.py). Does not train or export models.
+training runs, Run is off and a note says why. A TRL output_dir shown read-only offers its
+checkpoint-N folders and final model, scored with the settings engine/trl_config.py builds for it
+(the note says what they assume). Reads the session through `SessionModel` only; the checkpoints
+are listed without torch (engine/run_layout.py, engine/trl_variants.py). Does not train or
+export models.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from PySide6.QtWidgets import (
 )
 
 from grpo_desktop.engine.run_layout import list_checkpoints
-from grpo_desktop.engine.trl_variants import is_trl_output
+from grpo_desktop.engine.trl_config import trl_run_config
+from grpo_desktop.engine.trl_variants import is_trl_output, trl_models
 from grpo_desktop.ui.common.slots import connect_slots
 from grpo_desktop.ui.common.widgets import MessageBar, note_label, rich_tooltip, set_note
 from grpo_desktop.ui.compare import tips
@@ -127,14 +130,16 @@ class CompareView(QWidget):
     # ------------------------------------------------------------------ what the run offers
 
     def run_dir(self) -> str:
-        """The run whose models are compared: the session's, or an app run folder the window
-        shows read-only (File ▸ Open Run Folder…)."""
-        shown = self.model.read_only_folder
-        return shown if shown and not is_trl_output(shown) else self.model.run_dir
+        """The run whose models are compared: the session's, or a run folder the window shows
+        read-only (File ▸ Open Run Folder…: an app run, or a TRL output_dir)."""
+        return self.model.read_only_folder or self.model.run_dir
 
     def sides(self) -> list[tuple[str, str]]:
-        """(variant key, label): the base model, then each whole checkpoint, oldest first."""
+        """(variant key, label): the base model, then each whole checkpoint, oldest first (a
+        TRL output's checkpoint-N folders, then its final model)."""
         run_dir = self.run_dir()
+        if is_trl_output(run_dir):
+            return [BASE] + [(key, label) for key, label, *_ in trl_models(run_dir)]
         steps = [step for step, _ in list_checkpoints(run_dir)] if os.path.isdir(run_dir) else []
         return [BASE] + [(f"step-{s}", f"Step {s}") for s in steps]
 
@@ -160,10 +165,8 @@ class CompareView(QWidget):
         """Why Run cannot start now ('' when it can)."""
         if self.model.runner.active:
             return tips.TRAINING
-        if is_trl_output(self.model.read_only_folder):
-            return tips.TRL_RUN
         if self.side_b.count() < 2:
-            return tips.NO_CHECKPOINT
+            return tips.TRL_NO_MODEL if is_trl_output(self.run_dir()) else tips.NO_CHECKPOINT
         if self.side_a.currentData() == self.side_b.currentData():
             return tips.SAME_SIDES
         return ""
@@ -171,7 +174,10 @@ class CompareView(QWidget):
     def _update_state(self, *_args) -> None:
         busy = self.runner.busy
         reason = self.blocked_reason()
-        set_note(self.note, reason if reason != tips.SAME_SIDES else "")
+        run_dir = self.run_dir()
+        trl = trl_run_config(run_dir, self.model.config).notes if is_trl_output(run_dir) else []
+        shown = reason if reason not in ("", tips.SAME_SIDES) else " ".join(trl)
+        set_note(self.note, shown)
         self.run_button.setEnabled(not busy and not reason)
         self.run_button.setToolTip(rich_tooltip(reason or tips.RUN, "Ctrl+Return"))
         self.cancel_button.setEnabled(busy and not self.runner.cancelling)
@@ -226,6 +232,7 @@ class CompareView(QWidget):
             n=self.count.value(),
             problems=self.problem_file(),
             remote_code=self.model.remote_code_permission(resume=True),
+            config=self.model.config,
         )
         self._first = None
         self._asked_for = request.run_dir
@@ -297,6 +304,11 @@ class CompareView(QWidget):
 
     def _on_model_checkpoint_saved(self, _event) -> None:
         self.refresh()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().showEvent(event)
+        if is_trl_output(self.run_dir()) and not self.runner.busy:
+            self.refresh()  # a TRL run followed live logs no checkpoint events: list them now
 
     def _on_model_session_replaced(self) -> None:
         self.cancel()

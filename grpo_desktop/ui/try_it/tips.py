@@ -58,7 +58,3 @@ BASE_ONLY = (
     "compare it with the trained model."
 )
 NO_CHECKPOINT = "No checkpoint yet: the trained model answers here after the run saves one."
-TRL_RUN = (
-    "This window shows a TRL run read-only, and Try answers only with the models of GRPO "
-    "Desktop's own runs: open one of its sessions or run folders to try a model here."
-)

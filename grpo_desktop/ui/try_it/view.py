@@ -10,7 +10,10 @@ prompt and chat template).
 The work runs in `TryRunner`'s thread (worker.py); the model is loaded on the first Generate and
 kept until the session or run changes or training starts (the trainer then needs the memory).
 While training runs, Generate is off and a note says why; before the session has trained, the
-base model answers alone. Errors show in the tab's message bar, never as tracebacks.
+base model answers alone. A TRL output_dir shown read-only (File ▸ Open Run Folder…) offers its
+checkpoint-N folders and final model over the base model its adapters name, with the settings
+engine/trl_config.py builds for it; the note says what they assume. Errors show in the tab's
+message bar, never as tracebacks.
 
 Reads the session through `SessionModel` only. Does not train, compare many problems (the
 Compare tab) or export.
@@ -35,7 +38,8 @@ from PySide6.QtWidgets import (
 
 from grpo_desktop.engine.config import ConfigError, TrainConfig
 from grpo_desktop.engine.run_layout import list_checkpoints
-from grpo_desktop.engine.trl_variants import is_trl_output
+from grpo_desktop.engine.trl_config import trl_run_config
+from grpo_desktop.engine.trl_variants import is_trl_output, trl_models
 from grpo_desktop.ui.common.slots import connect_slots
 from grpo_desktop.ui.common.widgets import MessageBar, note_label, rich_tooltip, set_note
 from grpo_desktop.ui.try_it import tips
@@ -133,28 +137,44 @@ class TryView(QWidget):
     # ------------------------------------------------------------------ what the run offers
 
     def run_dir(self) -> str:
-        """The run whose models answer: the session's, or an app run folder the window shows
-        read-only (File ▸ Open Run Folder…)."""
-        shown = self.model.read_only_folder
-        return shown if shown and not is_trl_output(shown) else self.model.run_dir
+        """The run whose models answer: the session's, or a run folder the window shows
+        read-only (File ▸ Open Run Folder…: an app run, or a TRL output_dir)."""
+        return self.model.read_only_folder or self.model.run_dir
+
+    def trl_notes(self) -> list[str]:
+        """What the config of a TRL output shown assumes (engine/trl_config.py); [] otherwise."""
+        run_dir = self.run_dir()
+        return trl_run_config(run_dir, self.model.config).notes if is_trl_output(run_dir) else []
 
     def try_config(self) -> TrainConfig:
-        """The settings answers are made and scored with: the run's, else the session's."""
-        return run_config(self.run_dir(), self.model.config)
+        """The settings answers are made and scored with: the run's (a TRL output's: built for
+        it, engine/trl_config.py), else the session's."""
+        run_dir = self.run_dir()
+        if is_trl_output(run_dir):
+            return trl_run_config(run_dir, self.model.config).config
+        return run_config(run_dir, self.model.config)
 
     def checkpoint_steps(self) -> list[int]:
         run_dir = self.run_dir()
         return [step for step, _ in list_checkpoints(run_dir)] if os.path.isdir(run_dir) else []
 
+    def checkpoints(self) -> list[tuple[str, str]]:
+        """(variant key, label) of the run's models, oldest first: its checkpoints, or a TRL
+        output's checkpoint-N folders and final model."""
+        run_dir = self.run_dir()
+        if is_trl_output(run_dir):
+            return [(key, label) for key, label, *_ in trl_models(run_dir)]
+        return [(f"step-{step}", f"Step {step}") for step in self.checkpoint_steps()]
+
     def refresh(self) -> None:
         """Re-read the run's checkpoints and settings (after a run, a session switch)."""
         chosen = self.checkpoint_box.currentData()
-        steps = self.checkpoint_steps()
+        steps = self.checkpoints()
         self.checkpoint_box.blockSignals(True)
         self.checkpoint_box.clear()
-        for step in reversed(steps):
-            latest = " (latest)" if step == steps[-1] else ""
-            self.checkpoint_box.addItem(f"Step {step}{latest}", f"step-{step}")
+        for key, label in reversed(steps):
+            latest = " (latest)" if key == steps[-1][0] else ""
+            self.checkpoint_box.addItem(f"{label}{latest}", key)
         if not steps:
             self.checkpoint_box.addItem("No checkpoint yet", None)
         index = self.checkpoint_box.findData(chosen) if chosen else -1
@@ -177,8 +197,6 @@ class TryView(QWidget):
         """Why Generate cannot run now ('' when it can)."""
         if self.model.runner.active:
             return tips.TRAINING
-        if is_trl_output(self.model.read_only_folder):
-            return tips.TRL_RUN
         if not self.prompt.toPlainText().strip():
             return "Type a prompt or pick a problem first."
         return ""
@@ -186,16 +204,16 @@ class TryView(QWidget):
     def _update_state(self) -> None:
         busy = self.runner.busy
         training = self.model.runner.active
-        trl = is_trl_output(self.model.read_only_folder)
+        trl = self.trl_notes()
         if training:
             set_note(self.note, tips.TRAINING)
         elif trl:
-            set_note(self.note, tips.TRL_RUN)
+            set_note(self.note, " ".join(trl))
         elif self.checkpoint_box.currentData() is None:
             set_note(self.note, tips.BASE_ONLY)
         else:
             set_note(self.note, "")
-        self.generate_button.setEnabled(not busy and not training and not trl)
+        self.generate_button.setEnabled(not busy and not training)
         self.generate_button.setToolTip(
             rich_tooltip(tips.TRAINING if training else tips.GENERATE, "Ctrl+Return")
         )
@@ -348,6 +366,8 @@ class TryView(QWidget):
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt API)
         super().showEvent(event)
-        if not self._shown_once:
-            self._shown_once = True
+        first, self._shown_once = not self._shown_once, True
+        if is_trl_output(self.run_dir()) and not self.runner.busy:
+            self.refresh()  # a TRL run followed live logs no checkpoint events (lists problems)
+        elif first:
             self.picker.list_for(self.try_config())
