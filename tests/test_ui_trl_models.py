@@ -3,10 +3,12 @@
 The output is laid out by hand as TRL saves a LoRA run (tests/test_trl_variants.py checks that
 layout against transformers / peft): a peft adapter over the built-in demo model, saved with
 save_pretrained into checkpoint-1/ and into the output_dir itself (the final model), and a
-trainer_state.json. The committed fixture tests/fixtures/trl_run holds no weights (cut down), so
+trainer_state.json; a full fine-tuning output is the demo model with its weights moved, saved
+with its tokenizer into the output_dir (the final model). The committed fixture tests/fixtures/trl_run holds no weights (cut down), so
 it is the case of a run that has saved no model yet. The tests open the folder through the real
 menu and file dialog, then Generate in the Try tab (both panes answer, the final model on the
-right) and Run in the Compare tab (the table fills with the held-out problems).
+right) and Run in the Compare tab (the table fills with the held-out problems); a checkpoint
+saved while the folder is followed is listed when the tab is shown again.
 """
 
 from __future__ import annotations
@@ -50,6 +52,26 @@ def trl_lora_output(tmp_path_factory) -> str:
         model.save_pretrained(where)
         with open(os.path.join(where, "trainer_state.json"), "w", encoding="utf-8") as fh:
             json.dump({"global_step": 1, "log_history": [], "max_steps": 1}, fh)
+    return out
+
+
+@pytest.fixture(scope="module")
+def trl_full_output(tmp_path_factory) -> str:
+    """A TRL full fine-tuning output of builtin:demo: the final model (weights moved, with its
+    tokenizer, as TRL saves the processing class) in the output_dir, step 1."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = str(tmp_path_factory.mktemp("trl-full-output"))
+    base_dir = resolve_model_path("builtin:demo")
+    model = AutoModelForCausalLM.from_pretrained(base_dir)
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn(p.shape, generator=g))
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(base_dir).save_pretrained(out)
+    with open(os.path.join(out, "trainer_state.json"), "w", encoding="utf-8") as fh:
+        json.dump({"global_step": 1, "log_history": [], "max_steps": 1}, fh)
     return out
 
 
@@ -99,6 +121,25 @@ def test_a_trl_lora_output_is_tried_with_its_final_model_over_its_base(
     assert view.generate()
     qtbot.waitUntil(lambda: not view.runner.busy, timeout=WAIT_MS)
     assert view.trained_pane.result["variant"] == "step-1" and view.runner.held is held
+
+
+def test_a_trl_full_fine_tuning_output_is_tried_over_the_windows_model(
+    qtbot, window, trl_full_output
+):
+    w = window
+    _open(qtbot, w, trl_full_output)
+    view = w.try_view
+    w.tabs.setCurrentWidget(view)
+    assert _items(view.checkpoint_box) == ["Final model (step 1) (latest)"]
+    assert "TRL records no base model" in view.note.text() and "builtin:demo" in view.note.text()
+    view.decode.max_tokens.setValue(8)
+    view.prompt.setPlainText("What is 6 + 7?")
+    assert view.generate()
+    qtbot.waitUntil(lambda: not view.runner.busy, timeout=WAIT_MS)
+    assert not view.message_bar.message(), view.message_bar.message()
+    assert view.base_pane.result["variant"] == "base"
+    assert view.trained_pane.result["variant"] == "final"
+    assert not view.runner.held.base.uses_lora  # the final model loaded as a second, whole one
 
 
 def test_a_trl_lora_output_is_compared_on_the_held_out_problems(qtbot, window, trl_lora_output):
