@@ -4,8 +4,9 @@ The output is laid out by hand as TRL saves a LoRA run (tests/test_trl_variants.
 layout against transformers / peft): a peft adapter over the built-in demo model, saved with
 save_pretrained into checkpoint-1/ and into the output_dir itself (the final model), and a
 trainer_state.json; a full fine-tuning output is the demo model with its weights moved, saved
-with its tokenizer into the output_dir (the final model). The committed fixture tests/fixtures/trl_run holds no weights (cut down), so
-it is the case of a run that has saved no model yet. The tests open the folder through the real
+with its tokenizer into the output_dir (the final model). The committed fixture
+tests/fixtures/trl_run holds no weights (cut down), so it is the case of a run that has saved
+no model yet. The tests open the folder through the real
 menu and file dialog, then Generate in the Try tab (both panes answer, the final model on the
 right) and Run in the Compare tab (the table fills with the held-out problems); a checkpoint
 saved while the folder is followed is listed when the tab is shown again.
