@@ -129,7 +129,10 @@ def sample_tokens(
     next_pos = positions[:, -1:] + 1  # (N, 1)
     finished = torch.zeros(N, dtype=torch.bool, device=device)  # (N,)
     ones = torch.ones(N, 1, dtype=attention.dtype, device=device)  # (N, 1)
-    tokens = []
+    # The tokens go into one buffer: a tensor kept per token would be a small block outliving
+    # its step, which glibc may cut from a freed (N, V) block and so fragment the heap.
+    tokens = torch.full((N, max(1, max_new_tokens)), pad_id, dtype=torch.long, device=device)
+    sampled = 0
     # A large vocabulary's per-step logits fragment the C heap: give its free pages back now
     # and then (engine/host_memory.py; never on the demo's vocabulary).
     trim = DecodeTrim(device.type, last_logits.numel() * 4)
@@ -146,7 +149,8 @@ def sample_tokens(
                     logits = _top_p_filter(logits, top_p)
                 nxt = torch.multinomial(torch.softmax(logits, dim=-1), 1).squeeze(1)  # (N,)
             nxt = nxt.masked_fill(finished, pad_id)
-            tokens.append(nxt)
+            tokens[:, t] = nxt
+            sampled = t + 1
             finished |= torch.isin(nxt, stops)
             trim.tick(t)
             if on_token is not None and on_token(t, nxt) is False:
@@ -192,7 +196,7 @@ def sample_tokens(
             static.close()  # the pool goes back to the driver for the training pass
         trim.done()
     _last["path"] = _path_name(static, decode, max_new_tokens, static_failed)
-    return torch.stack(tokens, dim=1)  # (N, C)
+    return tokens[:, :sampled].contiguous()  # (N, C)
 
 
 def _static(model, cache, capacity, attention, positions) -> GraphedDecode | None:
