@@ -8,6 +8,7 @@ after `lora_merged`."""
 from __future__ import annotations
 
 import logging
+import math
 
 import pytest
 import torch
@@ -334,7 +335,9 @@ def test_decode_benchmark_and_the_op_counts_run_on_the_cpu(monkeypatch):
         out = decode_overhead.decode_benchmark(
             model, ids, 4, graphs=graphs, static=static, repeats=1
         )
-        assert out["path"] == path and out["ms_per_token"] > 0 and out["tokens"] == 4
+        # A difference of two timings: on a busy machine it can come out below 0, so only its
+        # presence is checked here (speed belongs to the benchmark, not the tests).
+        assert out["path"] == path and math.isfinite(out["ms_per_token"]) and out["tokens"] == 4
     assert sampler.STATIC_DECODE == "cuda" and sampler.LEAN_DECODE and decode_graph.GRAPHS
     rows = {r["path"]: r["ops_per_token"] for r in decode_overhead.measure(model, 2, 6, 2, 96)}
     assert rows["graph"] <= 3 < rows["static"] < rows["forward"]
