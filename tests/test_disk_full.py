@@ -145,7 +145,7 @@ def test_a_full_disk_in_the_window(tmp_path):
     inner = f"{here}::test_a_full_disk_in_the_window_inner"
     script = (
         f"mount -t tmpfs -o size=2m tmpfs {disk} && "
-        f"exec {sys.executable} -m pytest -q -p no:cacheprovider -p no:randomly {inner}"
+        f"exec {sys.executable} -m pytest -q -n 0 -p no:cacheprovider -p no:randomly {inner}"
     )
     out = subprocess.run(
         [*_unshare(), "sh", "-c", script],
