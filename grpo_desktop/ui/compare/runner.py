@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import threading
 import traceback
-import weakref
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-_live_threads: weakref.WeakSet = weakref.WeakSet()
+from grpo_desktop.ui.common.job_thread import ThreadRegistry, start_job_thread
+
+_threads = ThreadRegistry()
 
 
 def live_threads() -> list[QThread]:
     """Compare threads still running (for quitting and the tests)."""
-    return [t for t in list(_live_threads) if t.isRunning()]
+    return _threads.running()
 
 
 @dataclass(frozen=True)
@@ -118,20 +119,13 @@ class CompareRunner(QObject):
         if self.busy:
             raise RuntimeError("A comparison is already running.")
         self._cancel.clear()
-        self._thread = QThread()
-        self._thread.setObjectName("grpo-compare")
-        _live_threads.add(self._thread)
         self._worker = CompareWorker(request, self._cancel)
-        self._worker.moveToThread(self._thread)
-        self._thread.started.connect(self._worker.run)
         self._worker.progressed.connect(self.progressed)
         self._worker.compared.connect(self.compared)
         self._worker.failed.connect(self.failed)
-        # direct: quit() is thread-safe, and a queued call would wait for a GUI thread that may
-        # be blocked in wait() (closing the window)
-        self._worker.finished.connect(self._thread.quit, Qt.ConnectionType.DirectConnection)
-        self._thread.finished.connect(self._on_thread_finished)
-        self._thread.start()
+        self._thread = start_job_thread(
+            "grpo-compare", self._worker, self._on_thread_finished, _threads
+        )
 
     def cancel(self) -> None:
         """Ask the job to stop after the token being decoded."""

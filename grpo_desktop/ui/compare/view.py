@@ -21,7 +21,6 @@ import os
 import time
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -38,6 +37,7 @@ from PySide6.QtWidgets import (
 from grpo_desktop.engine.run_layout import list_checkpoints
 from grpo_desktop.engine.trl_config import trl_run_config
 from grpo_desktop.engine.trl_variants import is_trl_output, trl_models
+from grpo_desktop.ui.common.job_thread import job_shortcuts
 from grpo_desktop.ui.common.slots import connect_slots
 from grpo_desktop.ui.common.widgets import MessageBar, note_label, rich_tooltip, set_note
 from grpo_desktop.ui.compare import tips
@@ -108,13 +108,7 @@ class CompareView(QWidget):
         col.addLayout(progress)
         col.addWidget(self.results, 1)
 
-        for keys in ("Ctrl+Return", "Ctrl+Enter"):
-            shortcut = QShortcut(QKeySequence(keys), self)
-            shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-            shortcut.activated.connect(self.run)
-        escape = QShortcut(QKeySequence("Esc"), self)
-        escape.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        escape.activated.connect(self.cancel)
+        job_shortcuts(self, self.run, self.cancel)
         self.run_button.clicked.connect(self.run)
         self.cancel_button.clicked.connect(self.cancel)
         self.source_box.activated.connect(self._on_source_box_activated)

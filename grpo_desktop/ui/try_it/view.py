@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -40,6 +39,7 @@ from grpo_desktop.engine.config import ConfigError, TrainConfig
 from grpo_desktop.engine.run_layout import list_checkpoints
 from grpo_desktop.engine.trl_config import trl_run_config
 from grpo_desktop.engine.trl_variants import is_trl_output, trl_models
+from grpo_desktop.ui.common.job_thread import job_shortcuts
 from grpo_desktop.ui.common.slots import connect_slots
 from grpo_desktop.ui.common.widgets import MessageBar, note_label, rich_tooltip, set_note
 from grpo_desktop.ui.try_it import tips
@@ -115,13 +115,7 @@ class TryView(QWidget):
         col.addWidget(self.decode)
         col.addWidget(split, 1)
 
-        for keys in ("Ctrl+Return", "Ctrl+Enter"):
-            shortcut = QShortcut(QKeySequence(keys), self)
-            shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-            shortcut.activated.connect(self.generate)
-        escape = QShortcut(QKeySequence("Esc"), self)
-        escape.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        escape.activated.connect(self.stop)
+        job_shortcuts(self, self.generate, self.stop)
         self.generate_button.clicked.connect(self.generate)
         self.stop_button.clicked.connect(self.stop)
         self.picker.picked.connect(self._on_picker_picked)

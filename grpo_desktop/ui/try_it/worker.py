@@ -22,19 +22,20 @@ import json
 import threading
 import time
 import traceback
-import weakref
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from grpo_desktop.ui.common.job_thread import ThreadRegistry, start_job_thread
 
 LOADING_SECTIONS = ("model", "lora", "quantization")  # what the loaded model depends on
 STREAM_EVERY_S = 0.05  # at most ~20 text updates a second per side reach the GUI
-_live_threads: weakref.WeakSet = weakref.WeakSet()
+_threads = ThreadRegistry()
 
 
 def live_threads() -> list[QThread]:
     """Try threads still running (for quitting and the tests)."""
-    return [t for t in list(_live_threads) if t.isRunning()]
+    return _threads.running()
 
 
 @dataclass
@@ -183,21 +184,14 @@ class TryRunner(QObject):
             raise RuntimeError("A Try job is already running.")
         self._stop.clear()
         self._release_after = False
-        self._thread = QThread()
-        self._thread.setObjectName("grpo-try")
-        _live_threads.add(self._thread)
         self._worker = TryWorker(request, self._held, self._stop)
-        self._worker.moveToThread(self._thread)
-        self._thread.started.connect(self._worker.run)
         self._worker.status_changed.connect(self.status_changed)
         self._worker.text_changed.connect(self.text_changed)
         self._worker.answered.connect(self.answered)
         self._worker.failed.connect(self.failed)
-        # Direct: quit() from the job's thread, so close() can wait for it with the GUI
-        # thread blocked (a queued quit would only run after the wait gave up).
-        self._worker.finished.connect(self._thread.quit, Qt.ConnectionType.DirectConnection)
-        self._thread.finished.connect(self._on_thread_finished)
-        self._thread.start()
+        self._thread = start_job_thread(
+            "grpo-try", self._worker, self._on_thread_finished, _threads
+        )
 
     def stop(self) -> None:
         """Ask the job to stop after the token being decoded."""
