@@ -50,6 +50,23 @@ def list_checkpoints(run_dir: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+TRL_CHECKPOINT_DIR = re.compile(r"checkpoint-(\d+)")  # a TRL (transformers Trainer) save
+
+
+def trl_checkpoint_dirs(folder: str) -> list[tuple[int, str]]:
+    """(N, path) of every `checkpoint-N` folder in a TRL output_dir, oldest first."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        match = TRL_CHECKPOINT_DIR.fullmatch(name)
+        if match and os.path.isdir(os.path.join(folder, name)):
+            found.append((int(match.group(1)), os.path.join(folder, name)))
+    return sorted(found)
+
+
 def latest_checkpoint(run_dir: str) -> str | None:
     found = list_checkpoints(run_dir)
     return found[-1][1] if found else None

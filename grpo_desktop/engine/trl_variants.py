@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
-CHECKPOINT_DIR = re.compile(r"checkpoint-(\d+)")
+from grpo_desktop.engine.run_layout import trl_checkpoint_dirs
+
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 STATE_FILE = "trainer_state.json"
 
@@ -40,19 +40,6 @@ def weights_kind(folder: str) -> str | None:
     return None
 
 
-def _checkpoints(folder: str) -> list[tuple[int, str]]:
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        match = CHECKPOINT_DIR.fullmatch(name)
-        if match and os.path.isdir(os.path.join(folder, name)):
-            found.append((int(match.group(1)), os.path.join(folder, name)))
-    return sorted(found)
-
-
 def is_trl_output(folder: str | None) -> bool:
     """A TRL output_dir: checkpoint-N folders or a trainer_state.json, and not an app run
     folder (those have events.jsonl)."""
@@ -60,7 +47,7 @@ def is_trl_output(folder: str | None) -> bool:
         return False
     if os.path.isfile(os.path.join(folder, "events.jsonl")):
         return False
-    return bool(_checkpoints(folder)) or os.path.isfile(os.path.join(folder, STATE_FILE))
+    return bool(trl_checkpoint_dirs(folder)) or os.path.isfile(os.path.join(folder, STATE_FILE))
 
 
 def _final_step(folder: str) -> int | None:
@@ -77,7 +64,7 @@ def trl_models(folder: str) -> list[tuple[str, str, int | None, str, bool]]:
     "step-N"), then of the final model in the folder itself (key "final") when it was saved
     there. Torch-free: what the GUI thread lists in the Try and Compare pickers."""
     found = []
-    for step, path in _checkpoints(folder):
+    for step, path in trl_checkpoint_dirs(folder):
         kind = weights_kind(path)
         if kind is not None:
             found.append((f"step-{step}", f"Step {step}", step, path, kind == "adapter"))
@@ -99,7 +86,7 @@ def trl_variants(folder: str) -> list:
 def trl_base_model(folder: str) -> str | None:
     """The base model a TRL LoRA output names (adapter_config.json's base_model_name_or_path,
     of the final adapter or the newest checkpoint's), or None."""
-    places = [folder] + [p for _, p in reversed(_checkpoints(folder))]
+    places = [folder] + [p for _, p in reversed(trl_checkpoint_dirs(folder))]
     for place in places:
         try:
             with open(os.path.join(place, "adapter_config.json"), encoding="utf-8") as fh:

@@ -48,6 +48,7 @@ from grpo_desktop.engine.events import (
     rows_with_prompts,
 )
 from grpo_desktop.engine.health import HealthMonitor
+from grpo_desktop.engine.run_layout import trl_checkpoint_dirs
 from grpo_desktop.session import trl_state
 from grpo_desktop.session.trl_completions import (
     advantage_histogram,
@@ -69,7 +70,7 @@ def is_trl_run(folder: str) -> bool:
         return True
     if any(
         os.path.isfile(os.path.join(p, trl_state.STATE_FILE))
-        for _, p in trl_state.checkpoint_dirs(folder)
+        for _, p in trl_checkpoint_dirs(folder)
     ):
         return True
     return bool(completion_files(folder))

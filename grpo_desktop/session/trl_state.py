@@ -18,10 +18,10 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
+
+from grpo_desktop.engine.run_layout import trl_checkpoint_dirs
 
 STATE_FILE = "trainer_state.json"
-CHECKPOINT_DIR = re.compile(r"checkpoint-(\d+)")
 SUMMARY_KEYS = frozenset(
     {
         "train_runtime",
@@ -34,26 +34,12 @@ SUMMARY_KEYS = frozenset(
 NOT_METRICS = frozenset({"step"})
 
 
-def checkpoint_dirs(folder: str) -> list[tuple[int, str]]:
-    """(N, path) of every `checkpoint-N` folder in a TRL output_dir, oldest first."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        match = CHECKPOINT_DIR.fullmatch(name)
-        if match and os.path.isdir(os.path.join(folder, name)):
-            found.append((int(match.group(1)), os.path.join(folder, name)))
-    return sorted(found)
-
-
 def state_files(folder: str) -> list[str]:
     """The state files that can hold the newest log history, in the order to try them: the
     top-level one (written at the end), then each checkpoint's, newest first; only those that
     exist."""
     paths = [os.path.join(folder, STATE_FILE)]
-    paths += [os.path.join(p, STATE_FILE) for _, p in reversed(checkpoint_dirs(folder))]
+    paths += [os.path.join(p, STATE_FILE) for _, p in reversed(trl_checkpoint_dirs(folder))]
     return [p for p in paths if os.path.isfile(p)]
 
 
