@@ -33,7 +33,7 @@ from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.session.document import SessionDocument, new_session
 from grpo_desktop.ui.common.tasks import wait_for_all
 from grpo_desktop.ui.common.wheel_guard import guard_wheel_in
-from grpo_desktop.ui.common.widgets import MessageBar
+from grpo_desktop.ui.common.widgets import MessageBar, show_error_details
 from grpo_desktop.ui.compare.view import CompareView
 from grpo_desktop.ui.export.menu import install_export_action
 from grpo_desktop.ui.inspector.view import InspectorView
@@ -376,11 +376,7 @@ class MainWindow(LearnAndHelp, QMainWindow):
         self.state_label.setText(self.controls.state_text())
 
     def _on_message_bar_details_requested(self, details: str) -> None:
-        box = QMessageBox(
-            QMessageBox.Icon.Information, "Details", "Technical details of the error:", parent=self
-        )
-        box.setDetailedText(details)
-        box.exec()
+        show_error_details(self, details)
 
     # ------------------------------------------------------------------ files
 

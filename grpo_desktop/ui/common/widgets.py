@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QMessageBox,
     QPushButton,
     QSlider,
     QVBoxLayout,
@@ -220,3 +221,12 @@ class MessageBar(QFrame):
         self.kind, self._details = "", ""
         self.text.clear()
         self.hide()
+
+
+def show_error_details(parent: QWidget, details: str) -> None:
+    """The technical details behind a MessageBar's error (its Details button), in a dialog."""
+    box = QMessageBox(
+        QMessageBox.Icon.Information, "Details", "Technical details of the error:", parent=parent
+    )
+    box.setDetailedText(details)
+    box.exec()

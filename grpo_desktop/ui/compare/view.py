@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
-    QMessageBox,
     QProgressBar,
     QPushButton,
     QSpinBox,
@@ -39,7 +38,13 @@ from grpo_desktop.engine.trl_config import trl_run_config
 from grpo_desktop.engine.trl_variants import is_trl_output, trl_models
 from grpo_desktop.ui.common.job_thread import job_shortcuts
 from grpo_desktop.ui.common.slots import connect_slots
-from grpo_desktop.ui.common.widgets import MessageBar, note_label, rich_tooltip, set_note
+from grpo_desktop.ui.common.widgets import (
+    MessageBar,
+    note_label,
+    rich_tooltip,
+    set_note,
+    show_error_details,
+)
 from grpo_desktop.ui.compare import tips
 from grpo_desktop.ui.compare.results import CompareResults, duration
 from grpo_desktop.ui.compare.runner import CompareRequest, CompareRunner
@@ -280,11 +285,7 @@ class CompareView(QWidget):
         self._update_state()
 
     def _on_message_bar_details_requested(self, details: str) -> None:
-        box = QMessageBox(
-            QMessageBox.Icon.Information, "Details", "Technical details of the error:", parent=self
-        )
-        box.setDetailedText(details)
-        box.exec()
+        show_error_details(self, details)
 
     # ------------------------------------------------------------------ the session
 
