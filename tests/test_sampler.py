@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 
 from grpo_desktop.engine import sampler
+from grpo_desktop.engine.draw import nucleus
 from grpo_desktop.engine.rollout import generate_completions, tokenize_prompts
-from grpo_desktop.engine.sampler import _top_p_filter, sample_tokens
+from grpo_desktop.engine.sampler import sample_tokens
 
 PROMPTS = ["<|user|>What is 17 × 24?<|end|><|assistant|>", "<|user|>Hi<|end|><|assistant|>"]
 
@@ -89,10 +90,10 @@ def test_sampling_follows_softmax_of_logits_over_temperature(micro_model_dir):
 
 def test_top_p_keeps_the_nucleus_only():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
-    kept = torch.isfinite(_top_p_filter(logits, 0.7))
+    kept = torch.isfinite(nucleus(logits, 0.7))
     # 0.5 alone < 0.7, 0.5 + 0.3 reaches it: the two most likely tokens stay.
     assert kept.tolist() == [[True, True, False, False]]
-    assert torch.isfinite(_top_p_filter(logits, 0.01)).sum() == 1  # never empty
+    assert torch.isfinite(nucleus(logits, 0.01)).sum() == 1  # never empty
 
 
 def test_finished_rows_are_padded_and_decoding_stops(tiny_model_dir):

@@ -24,8 +24,10 @@ replayed per token (`engine/decode_graph.py`: checked against the eager step on 
 tokens, eager when capture fails; `decode_graph.GRAPHS` switches graphs off, STATIC_DECODE the
 step). The static step's first token is checked against the model's own forward (one forward
 step per call; when they disagree the forward decodes, `_first_static_token`). `lora_merged`
-folds bf16/fp16 LoRA layers there too. Sampling (temperature, top-p, multinomial, EOS) stays in
-this loop on every path. `last_decode_path()` says which path ran.
+folds bf16/fp16 LoRA layers there too. Sampling (temperature, top-p, the draw, EOS) stays in
+this loop on every path, with engine/draw.py's draw and top-p (on the CPU, torch.multinomial and
+the full sort took 150 and 420 ms a token at a 150k vocabulary). `last_decode_path()` says which
+path ran.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import torch
 from grpo_desktop.engine.decode import lean_decoder
 from grpo_desktop.engine.decode_graph import GraphedDecode
 from grpo_desktop.engine.decode_static import static_decoder
+from grpo_desktop.engine.draw import draw, nucleus
 from grpo_desktop.engine.host_memory import DecodeTrim
 from grpo_desktop.engine.kernels import fast_linear
 
@@ -77,16 +80,6 @@ CACHE = _cache_keyword()
 def out_cache(out):
     """The key/value cache a forward call returned (None when it returned none)."""
     return getattr(out, CACHE, None)
-
-
-def _top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Keep the smallest set of tokens whose probability reaches top_p (always at least one)."""
-    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (N, V)
-    probs = torch.softmax(sorted_logits, dim=-1)  # (N, V)
-    before = probs.cumsum(dim=-1) - probs  # (N, V) mass of strictly more likely tokens
-    remove_sorted = before >= top_p  # (N, V)
-    remove = torch.zeros_like(remove_sorted).scatter(-1, order, remove_sorted)  # (N, V)
-    return logits.masked_fill(remove, float("-inf"))
 
 
 @torch.no_grad()
@@ -146,8 +139,8 @@ def sample_tokens(
             else:
                 logits = logits / temperature
                 if top_p < 1.0:
-                    logits = _top_p_filter(logits, top_p)
-                nxt = torch.multinomial(torch.softmax(logits, dim=-1), 1).squeeze(1)  # (N,)
+                    logits = nucleus(logits, top_p)  # (N, V)
+                nxt = _draw(torch.softmax(logits, dim=-1))  # (N,)
             nxt = nxt.masked_fill(finished, pad_id)
             tokens[:, t] = nxt
             sampled = t + 1
@@ -197,6 +190,15 @@ def sample_tokens(
         trim.done()
     _last["path"] = _path_name(static, decode, max_new_tokens, static_failed)
     return tokens[:, :sampled].contiguous()  # (N, C)
+
+
+def _draw(probs: torch.Tensor) -> torch.Tensor:
+    """One token per row (N,) from probs (N, V): engine/draw.py's two-level inverse CDF on the
+    CPU (torch.multinomial there costs more than the output layer at a 150k vocabulary),
+    multinomial's GPU kernel on CUDA."""
+    if probs.device.type == "cuda":
+        return torch.multinomial(probs, 1).squeeze(1)
+    return draw(probs)
 
 
 def _static(model, cache, capacity, attention, positions) -> GraphedDecode | None:

@@ -1,0 +1,123 @@
+"""engine/draw.py: the two-level inverse-CDF draw follows the distribution exactly, never picks a
+masked token, and top-p through topk equals the full sort at any vocabulary."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grpo_desktop.engine import draw as draw_module
+from grpo_desktop.engine.draw import (
+    BLOCK,
+    DivergedError,
+    _blocks,
+    _invert,
+    _sorted_nucleus,
+    draw,
+    nucleus,
+)
+
+
+def _frequencies(probs: torch.Tensor, n: int, seed: int = 0) -> torch.Tensor:
+    """Observed frequencies (V,) of n draws from one distribution probs (V,)."""
+    torch.manual_seed(seed)
+    picks = draw(probs.expand(n, -1))  # (n,)
+    return torch.bincount(picks, minlength=probs.numel()).double() / n
+
+
+@pytest.mark.parametrize("V", [7, BLOCK, 3 * BLOCK + 5])
+def test_draws_follow_the_distribution_within_five_standard_errors(V):
+    g = torch.Generator().manual_seed(V)
+    probs = torch.softmax(torch.randn(V, generator=g) * 2, -1)  # (V,)
+    probs = probs * 3.0  # unnormalised rows are fine
+    n = 50_000
+    observed = _frequencies(probs, n)
+    expected = (probs / probs.sum()).double()
+    se = (expected * (1 - expected) / n).sqrt()
+    assert ((observed - expected).abs() <= 5 * se + 1e-5).all()
+
+
+def test_a_tiny_probability_far_along_a_large_vocabulary_keeps_its_own_interval():
+    """A token of probability 1e-7 near the end of 151,936: shares u just inside its interval of
+    the exact (float64) cumulative distribution pick it, shares just outside pick its neighbours.
+    One cumulative sum stored in float32 moves the interval by up to 30 % of its width there."""
+    V, j = 151_936, 151_930
+    g = torch.Generator().manual_seed(0)
+    probs = torch.rand(1, V, generator=g)  # (1, V)
+    probs[0, j] = 1e-7 * probs.sum()
+    exact = probs.double().cumsum(-1) / probs.double().sum()  # (1, V) float64 truth
+    start, end = float(exact[0, j - 1]), float(exact[0, j])
+    width = end - start
+    shares = torch.tensor(
+        [
+            [start - 0.1 * width],
+            [start + 0.1 * width],
+            [end - 0.1 * width],
+            [end + 0.1 * width],
+        ],
+        dtype=torch.float64,
+    )  # (4, 1)
+    rows = probs.expand(4, -1)
+    mass, cdf = _blocks(rows)
+    assert _invert(rows, mass, cdf, shares).tolist() == [j - 1, j, j, j + 1]
+    single = probs.cumsum(-1) / probs.sum()  # (1, V) the one float32 sum this replaces
+    picked = torch.searchsorted(single.double().expand(4, -1).contiguous(), shares, right=True)
+    assert picked.squeeze(1).tolist() != [j - 1, j, j, j + 1]
+
+
+def test_masked_tokens_are_never_drawn_even_at_block_edges():
+    V = 2 * BLOCK + 3
+    logits = torch.randn(64, V)
+    banned = torch.tensor([0, BLOCK - 1, BLOCK, 2 * BLOCK - 1, 2 * BLOCK, V - 1])
+    logits[:, banned] = float("-inf")
+    logits[:, BLOCK : 2 * BLOCK] = float("-inf")  # a whole block with no mass
+    probs = torch.softmax(logits, -1)
+    torch.manual_seed(0)
+    for _ in range(50):
+        picks = draw(probs)
+        assert not torch.isin(picks, banned).any()
+        assert not ((picks >= BLOCK) & (picks < 2 * BLOCK)).any()
+        assert ((picks >= 0) & (picks < V)).all()
+
+
+def test_a_certain_token_is_always_drawn_and_the_generator_makes_draws_repeatable():
+    probs = torch.zeros(5, 3 * BLOCK)
+    probs[torch.arange(5), torch.tensor([0, 5, BLOCK, 3 * BLOCK - 1, 2 * BLOCK])] = 1.0
+    assert draw(probs).tolist() == [0, 5, BLOCK, 3 * BLOCK - 1, 2 * BLOCK]
+    uniform = torch.ones(16, 5000)
+    a = draw(uniform, torch.Generator().manual_seed(3))
+    b = draw(uniform, torch.Generator().manual_seed(3))
+    assert torch.equal(a, b) and len(set(a.tolist())) > 1
+
+
+def test_probabilities_that_are_not_finite_say_training_diverged():
+    probs = torch.softmax(torch.randn(2, 50), -1)
+    probs[1, 3] = float("nan")
+    with pytest.raises(DivergedError, match="diverged.*learning rate"):
+        draw(probs)
+    with pytest.raises(DivergedError):
+        draw(torch.zeros(1, 10))
+
+
+def test_top_p_through_topk_equals_the_full_sort(monkeypatch):
+    g = torch.Generator().manual_seed(0)
+    V = 20_000
+    # Peaked rows (the nucleus inside the first 256), flatter ones (one widening) and a nearly
+    # uniform one (the full sort), in one batch; no exact ties (which of equal tokens stays is
+    # arbitrary in both).
+    logits = torch.randn(6, V, generator=g) * torch.tensor(
+        [[12.0], [8.0], [4.0], [2.0], [1.0], [0.01]]
+    )
+    for top_p in (0.01, 0.5, 0.9, 0.99):
+        ours = torch.isfinite(nucleus(logits, top_p))
+        sort = torch.isfinite(_sorted_nucleus(logits, top_p))
+        assert torch.equal(ours, sort), top_p
+        assert (ours.sum(-1) >= 1).all()
+    assert torch.isfinite(nucleus(logits, 1.0)).all()
+    widths = []
+    real_topk = torch.topk
+    monkeypatch.setattr(
+        draw_module.torch, "topk", lambda x, k, **kw: widths.append(k) or real_topk(x, k, **kw)
+    )
+    nucleus(logits[:1], 0.9)  # the peaked row is found among the first candidates
+    assert widths == [draw_module.FIRST_K]
