@@ -1,7 +1,7 @@
 """The arithmetic of the memory and time estimate before Start: plain numbers in, a dict out.
 
 `engine/estimate.py` reads the model's sizes (config.json on the meta device) and the device, then
-calls `memory` and `seconds` here. Torch-free, so the settings side can recompute them as
+calls `memory` here (and `seconds` in engine/estimate_time.py). Torch-free, so the settings side can recompute them as
 settings change. Calibrated against bench/estimate.py's measured runs (README there).
 
 Peak memory of a run is modelled as what stays for the whole run plus the largest of its three
@@ -30,12 +30,7 @@ phases (sampling's memory is freed before the training passes start, theirs befo
   on CUDA the cuBLAS workspace and rounding, while the CUDA context and torch's cache (outside
   `max_memory_allocated`) are `outside_total`, counted only when comparing with free memory.
 
-Seconds per step are rough: decode is memory-bound (every token reads every weight: weight
-bytes / bandwidth) or compute-bound (2 · parameters · rows FLOPs), plus a host overhead per
-token and layer; prefill and training passes cost 2 · parameters FLOPs per token forward, twice
-that again for the backward of full fine-tuning (LoRA's backward skips the frozen weights'
-gradients), the reference pass when β > 0, a recomputation with gradient checkpointing; all
-divided by the device's throughput (engine/estimate.py measures or reads it).
+Seconds per step: engine/estimate_time.py.
 
 Does not read files or touch a device; does not cover models that are not decoder-only
 transformers of the Llama family's layout (their sizes are read the same way, and the estimate
@@ -44,7 +39,7 @@ is as good as that resemblance).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from grpo_desktop.engine.memory_estimate import (
     ModelShape,
@@ -71,18 +66,6 @@ CUDA_WORKSPACE_BYTES = 32 * MiB  # cuBLAS workspace (inside the caching allocato
 CUDA_CONTEXT_BYTES = 600 * MiB  # CUDA context and kernels: not in max_memory_allocated
 CUDA_CACHE_SHARE = 0.10  # of the total: blocks torch's allocator reserves but does not use
 TIGHT_SHARE = 0.10  # headroom below this share of the free memory is "tight"
-# Time constants, fitted on the CPU runs of bench/estimate.py (2 shared cores) and, for CUDA,
-# read from issue 14's measurement of the eager decode step (18-22 ms a token for 24 layers):
-# host work per decoded token and layer (CPU: in matmul FLOP-equivalents, so it scales with
-# the measured rate; CUDA: seconds), and bitsandbytes' unpacking per quantized weight and pass.
-HOST_PER_TOKEN_LAYER = {"cpu": 2.5e8, "cuda": 0.8e-3}
-# bitsandbytes' 4/8-bit layers per quantized weight: a decode step's few-row product through
-# its CPU kernel (0.5B-shaped QLoRA: 0.6-2.5× LoRA's generation time over three rounds on
-# a shared machine), and a training pass's unpacking.
-DECODE_QUANT_PER_WEIGHT = {"cpu": 300.0, "cuda": 0.0}
-PASS_QUANT_PER_WEIGHT = {"cpu": 20.0, "cuda": 0.0}
-DECODE_SHARE = 0.25  # of the measured product rate, for a decode step's few-row CPU products
-WIDE = 1024  # hidden size from which CPU products reach the measured rate
 DTYPE_NAMES = {"float32": "float32", "bfloat16": "bf16", "float16": "fp16"}
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -126,6 +109,7 @@ class Settings:
     num_iterations: int
     checkpointing: bool
     micro_batch: int  # 0 = auto
+    top_p: float = 1.0  # < 1: the sampler finds each row's nucleus at every token
 
     @classmethod
     def from_config(cls, cfg, dtype: str, prompt_tokens: int) -> Settings:
@@ -144,6 +128,7 @@ class Settings:
             num_iterations=a.num_iterations,
             checkpointing=cfg.model.gradient_checkpointing,
             micro_batch=a.micro_batch_size,
+            top_p=a.top_p,
         )
 
     @property
@@ -346,48 +331,3 @@ def memory(shape: ModelShape, p: Params, s: Settings, dev: Device) -> dict:
         "weights_detail": detail,
         "rows_per_pass": rows,
     }
-
-
-def seconds(shape: ModelShape, p: Params, s: Settings, dev: Device, rows: int) -> dict:
-    """Rough seconds of one step by phase: sampling (prefill + decode) and training (reference,
-    old-policy and policy passes, optimizer). On the CPU every term is work divided by the
-    measured product rate, so a busy machine's estimate is slower too: narrow layers reach a
-    smaller share of it (`width`), decode products of a few rows a quarter (DECODE_SHARE), and
-    the per-token host work and 4-bit unpacking are counted as product-equivalents."""
-    flops = max(dev.flops, 1.0)
-    cpu = dev.kind == "cpu"
-    dec = decoder_params(p)
-    head = shape.hidden * shape.vocab
-    P, C, N = s.prompt_tokens, s.completion_tokens, s.rows
-    T = P + C
-    width = min(1.0, shape.hidden / WIDE) ** 0.5 if cpu else 1.0
-    attn = 4 * shape.layers * shape.hidden  # FLOPs per token and position attended to
-    host = HOST_PER_TOKEN_LAYER[dev.kind] * shape.layers  # per decoded token
-    host = host / flops if cpu else host
-    quantized = p.linear if s.quant != "none" else 0
-    unpack = PASS_QUANT_PER_WEIGHT[dev.kind] * quantized  # per forward over the whole model
-    unpack = unpack / flops if cpu else unpack
-    unpack_token = DECODE_QUANT_PER_WEIGHT[dev.kind] * quantized
-    unpack_token = unpack_token / flops if cpu else unpack_token
-    # Sampling: the prompt once per group, then C decode steps over all N rows.
-    prefill = (2 * dec * s.B * P / width + attn * s.B * P * P / 2) / flops + unpack
-    weight_bytes = sum(weights_detail(p, replace(s, beta=0.0)).values())
-    share = DECODE_SHARE if cpu else 1.0
-    per_token_compute = (2 * (dec + head) * N + attn * N * T) / (flops * share)
-    per_token_memory = weight_bytes / max(dev.bandwidth, 1.0)
-    per_token = max(per_token_compute, per_token_memory) + unpack_token + host
-    sampling = prefill + C * per_token
-    # Training: token-passes with a group's prompt shared by its G rows.
-    tokens = s.B * P + N * C
-    passes = max(1, -(-N // max(rows, 1)))
-    forward = (2 * dec * tokens / width + 2 * head * N * C + attn * N * T * T / 2) / flops
-    forward += unpack * passes
-    backward = (1.0 if s.lora else 2.0) * forward
-    if not s.lora:
-        backward += 2 * head * N * C / flops  # the fused head recomputes its chunks
-    if s.checkpointing:
-        backward += forward
-    extra = (s.beta > 0) + (s.num_iterations > 1)
-    optimizer = trainable(p, s) * 32 / max(dev.bandwidth, 1.0)
-    training = extra * forward + s.num_iterations * (forward + backward + optimizer)
-    return {"sampling": float(sampling), "training": float(training)}
