@@ -67,10 +67,10 @@ The app opens on the built-in demo: a tiny 1.6M-parameter model that does arithm
 right about half the time. It needs no GPU and no download.
 
 - **Press Start** (Ctrl+R). Every plot gains a point per step. On two CPU cores 100 steps take
-  about a minute and a half.
+  about two minutes.
 - **Watch two plots side by side:** [[plot-reward]] and [[plot-eval]]. In the demo the reward
-  climbs from about 0.65 to above 1.0 (at most 1.2: accuracy 1 plus format 0.2) and held-out accuracy from
-  about 49 % to 86–95 %. Both rising together is the sign of real learning.
+  climbs from about 0.65 to about 1.0 (at most 1.2: accuracy 1 plus format 0.2) and held-out accuracy from
+  about 49 % to 85–92 %. Both rising together is the sign of real learning.
 - **Check that steps teach:** [[plot-zero]] should stay well below 1. Near 1 every group scored
   the same and the step did nothing.
 - **Check that answers finish:** [[plot-truncated]] should stay near 0. If most answers hit the
