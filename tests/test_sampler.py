@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from grpo_desktop.engine import sampler
@@ -197,3 +198,18 @@ def test_lora_merged_restores_after_an_error_and_skips_what_it_cannot_merge(tiny
     extra = LoraConfig(r=4, target_modules="all-linear", modules_to_save=["lm_head"])
     # disable_adapter() would also swap the trained lm_head copy back: not the same function
     assert sampler._mergeable_lora_layers(get_peft_model(plain, extra)) == []
+
+
+def test_a_model_that_gives_nan_logits_stops_sampling_with_a_message(tiny_model_dir):
+    """A diverged model (NaN weights) gets a UserError that says what happened and what to do,
+    not torch's bare "probability tensor contains nan"."""
+    from grpo_desktop.engine.draw import DivergedError
+
+    model, tok = _load(tiny_model_dir)
+    with torch.no_grad():
+        model.get_output_embeddings().weight[5].fill_(float("nan"))
+    ids, mask = tokenize_prompts(tok, PROMPTS, 64, torch.device("cpu"))
+    with pytest.raises(DivergedError, match="diverged"):
+        sample_tokens(
+            model, ids, mask, max_new_tokens=4, eos_id=tok.eos_token_id, pad_id=tok.pad_token_id
+        )
