@@ -141,7 +141,7 @@ def test_a_short_demo_run_raises_accuracy_and_reward():
     from grpo_desktop.engine.trainer import train
 
     cfg = demo_config().replace(
-        run={"max_steps": 40, "eval_every": 0, "seed": 1}, data={"eval_size": 100}
+        run={"max_steps": 60, "eval_every": 0, "seed": 1}, data={"eval_size": 100}
     )
     events = list(train(cfg))
     assert events[-1].status == "completed", events[-1].message

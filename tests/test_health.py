@@ -194,8 +194,11 @@ def test_a_rise_that_right_training_answers_explain_needs_held_out_accuracy_to_f
     # Held-out accuracy 100 problems wide wobbles by ±5 points: flat is not enough here ...
     flat = {0: 0.5, 4: 0.52, 8: 0.49, 12: 0.5}
     assert feed(HealthMonitor(), scenario(_solving, steps=14, evals=flat)) == []
-    # ... a fall of 5 points or more is (fitted: 50, 48, 46, 43 % is −0.07 over 12 steps).
-    falling = {0: 0.5, 4: 0.48, 8: 0.46, 12: 0.43}
+    # ... nor a fall within that noise (fitted: 50, 48, 46, 43 % is −0.07 over 12 steps) ...
+    wobble = {0: 0.5, 4: 0.48, 8: 0.46, 12: 0.43}
+    assert feed(HealthMonitor(), scenario(_solving, steps=14, evals=wobble)) == []
+    # ... a fall of 10 points or more is (fitted: 50, 46, 41, 37 % is −0.13 over 12 steps).
+    falling = {0: 0.5, 4: 0.46, 8: 0.41, 12: 0.37}
     assert feed(HealthMonitor(), scenario(_solving, steps=14, evals=falling)) == [
         (12, "reward_hacking")
     ]

@@ -68,12 +68,13 @@ class AlertsConfig:
         advanced=True,
     )
     hack_accuracy_drop: float = option(
-        0.05,
+        0.10,
         label="Accuracy drop (hacking)",
         min=0.0,
         max=1.0,
-        help="Held-out accuracy falling by this much (0.05 = 5 points) while the reward rises is "
-        "reward hacking even when the model also solves more training problems.",
+        help="Held-out accuracy falling by this much (0.10 = 10 points) while the reward rises is "
+        "reward hacking even when the model also solves more training problems. 100 held-out "
+        "problems move by about ±5 points by chance alone, so a smaller fall means little.",
         advanced=True,
     )
     format_share: float = option(
