@@ -5,7 +5,8 @@ from the local cache, else only config.json is downloaded), builds the model on 
 device to count its parameters (no weights are read or allocated; tied matrices count once, and
 4-bit models count real weights, not packed bytes), finds the device's free memory and speed
 (CUDA: its properties; CPU: a ≤ 0.3 s matmul and copy timing, once per process) and hands the
-numbers to engine/estimate_math.py (memory) and estimate_time.py (seconds). The result is a plain JSON-serialisable dict:
+numbers to engine/estimate_math.py (memory) and estimate_time.py (seconds). The result is a
+plain JSON-serialisable dict:
 
     {"model": {"name", "params", "trainable", "layers", "hidden", "vocab", ...},
      "device": {"kind", "name", "free_bytes", "total_bytes", ...},

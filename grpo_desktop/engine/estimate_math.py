@@ -1,8 +1,8 @@
 """The arithmetic of the memory and time estimate before Start: plain numbers in, a dict out.
 
 `engine/estimate.py` reads the model's sizes (config.json on the meta device) and the device, then
-calls `memory` here (and `seconds` in engine/estimate_time.py). Torch-free, so the settings side can recompute them as
-settings change. Calibrated against bench/estimate.py's measured runs (README there).
+calls `memory` here (and `seconds` in engine/estimate_time.py). Torch-free, so the settings side
+can recompute them as settings change. Calibrated against bench/estimate.py's measured runs (README there).
 
 Peak memory of a run is modelled as what stays for the whole run plus the largest of its three
 phases (sampling's memory is freed before the training passes start, theirs before AdamW steps):

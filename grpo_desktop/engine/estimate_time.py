@@ -26,12 +26,9 @@ from grpo_desktop.engine.estimate_math import (
 )
 from grpo_desktop.engine.memory_estimate import ModelShape
 
-# Time constants, fitted on the CPU on an idle 2-core machine (bench/estimate.py's five shapes
-# and bench/realistic.py's workload, per phase: generation, reference + policy passes; README
-# there) and, for CUDA, read from issue 14's measurement of the eager decode step (18-22 ms a
-# token for 24 layers): host work per decoded token and layer (CPU: in matmul FLOP-equivalents,
-# so it scales with the measured rate — the demo's 4-layer lean decode step: ≈ 1 ms; CUDA:
-# seconds), and bitsandbytes' unpacking per quantized weight and pass.
+# Host work per decoded token and layer (CPU: in matmul FLOP-equivalents, so it scales with the
+# measured rate — the demo's 4-layer lean decode step: ≈ 1 ms; CUDA: seconds, from issue 14's
+# eager decode step of 18-22 ms a token for 24 layers).
 HOST_PER_TOKEN_LAYER = {"cpu": 5e7, "cuda": 0.8e-3}
 # bitsandbytes' 4/8-bit layers per quantized weight: a decode step's few-row product through
 # its CPU kernel (0.5B-shaped QLoRA: 0.6-2.5× LoRA's generation time over three rounds on
@@ -85,8 +82,8 @@ def seconds(shape: ModelShape, p: Params, s: Settings, dev: Device, rows: int) -
     per_token_memory = weight_bytes / max(dev.bandwidth, 1.0)
     # Choosing each row's token: a few passes over its logits (softmax, the draw; top-p's
     # candidates), memory-bound on every device (engine/draw.py).
-    passes_per_logit = SAMPLE_BYTES_PER_LOGIT + (TOP_P_BYTES_PER_LOGIT if s.top_p < 1.0 else 0)
-    choose = passes_per_logit * N * shape.vocab / max(dev.bandwidth, 1.0)
+    bytes_per_logit = SAMPLE_BYTES_PER_LOGIT + (TOP_P_BYTES_PER_LOGIT if s.top_p < 1.0 else 0)
+    choose = bytes_per_logit * N * shape.vocab / max(dev.bandwidth, 1.0)
     per_token = max(per_token_compute, per_token_memory) + unpack_token + host + choose
     sampling = prefill + C * per_token
     # Training: token-passes with a group's prompt shared by its G rows.

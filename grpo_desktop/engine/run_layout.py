@@ -53,18 +53,26 @@ def list_checkpoints(run_dir: str) -> list[tuple[int, str]]:
 TRL_CHECKPOINT_DIR = re.compile(r"checkpoint-(\d+)")  # a TRL (transformers Trainer) save
 
 
-def trl_checkpoint_dirs(folder: str) -> list[tuple[int, str]]:
-    """(N, path) of every `checkpoint-N` folder in a TRL output_dir, oldest first."""
+def numbered_entries(folder: str, pattern: re.Pattern, folders: bool) -> list[tuple[int, str]]:
+    """(N, path) of every entry of `folder` whose whole name matches `pattern` (its first group
+    the number N), only folders when `folders`, else any entry; oldest (smallest N) first, and
+    [] when `folder` cannot be listed."""
     try:
         names = os.listdir(folder)
     except OSError:
         return []
     found = []
     for name in names:
-        match = TRL_CHECKPOINT_DIR.fullmatch(name)
-        if match and os.path.isdir(os.path.join(folder, name)):
-            found.append((int(match.group(1)), os.path.join(folder, name)))
+        match = pattern.fullmatch(name)
+        path = os.path.join(folder, name)
+        if match and (not folders or os.path.isdir(path)):
+            found.append((int(match.group(1)), path))
     return sorted(found)
+
+
+def trl_checkpoint_dirs(folder: str) -> list[tuple[int, str]]:
+    """(N, path) of every `checkpoint-N` folder in a TRL output_dir, oldest first."""
+    return numbered_entries(folder, TRL_CHECKPOINT_DIR, folders=True)
 
 
 def latest_checkpoint(run_dir: str) -> str | None:

@@ -28,6 +28,8 @@ import os
 import re
 from typing import Any
 
+from grpo_desktop.engine.run_layout import numbered_entries
+
 COMPLETIONS_DIR = "completions"
 COMPLETION_FILE = re.compile(r"completions_(\d+)\.parquet")
 FIXED_COLUMNS = ("step", "prompt", "completion", "advantage", "image")
@@ -38,17 +40,7 @@ ANSWER_COLUMNS = ("answer", "solution", "ground_truth")
 
 def completion_files(folder: str) -> list[tuple[int, str]]:
     """(step, path) of every completions parquet file of a TRL output_dir, oldest first."""
-    root = os.path.join(folder, COMPLETIONS_DIR)
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        match = COMPLETION_FILE.fullmatch(name)
-        if match:
-            found.append((int(match.group(1)), os.path.join(root, name)))
-    return sorted(found)
+    return numbered_entries(os.path.join(folder, COMPLETIONS_DIR), COMPLETION_FILE, folders=False)
 
 
 def message_text(value: Any) -> str:
