@@ -63,7 +63,7 @@ def _cfg(spec: dict, **sections):
 def _train(cfg, run_dir: str | None = None) -> list:
     from grpo_desktop.engine.control import TrainControl
     from grpo_desktop.engine.events import RunFinished
-    from grpo_desktop.engine.trainer import train
+    from grpo_desktop.engine.grpo.trainer import train
 
     events = list(train(cfg, TrainControl(), run_dir=run_dir))
     last = events[-1]
@@ -77,11 +77,15 @@ def eos(spec: dict) -> dict:
     tokenizer's) stops after one token in sampling, evaluation and a training step."""
     import torch
 
-    from grpo_desktop.engine.data import Example, build_prompt
-    from grpo_desktop.engine.evaluate import evaluate
+    from grpo_desktop.engine.data.dataset import Example, build_prompt
     from grpo_desktop.engine.events import StepMetrics
-    from grpo_desktop.engine.modeling import load_policy
-    from grpo_desktop.engine.rollout import generate_completions, stop_ids, tokenize_prompts
+    from grpo_desktop.engine.grpo.evaluate import evaluate
+    from grpo_desktop.engine.models.loading import load_policy
+    from grpo_desktop.engine.sampling.rollout import (
+        generate_completions,
+        stop_ids,
+        tokenize_prompts,
+    )
 
     end_of_text = 128001
     cfg = _cfg(
@@ -183,9 +187,9 @@ def decode(spec: dict) -> dict:
     decode_benchmark (the static step with and without a CUDA graph, and the model's forward)
     where the tree has it, else the sampler's default path timed at two pinned lengths and
     differenced, so the prefill drops out either way."""
-    from grpo_desktop.engine.data import build_prompt
-    from grpo_desktop.engine.modeling import load_policy
-    from grpo_desktop.engine.rollout import tokenize_prompts
+    from grpo_desktop.engine.data.dataset import build_prompt
+    from grpo_desktop.engine.models.loading import load_policy
+    from grpo_desktop.engine.sampling.rollout import tokenize_prompts
 
     w = Workload(**spec["workload"])
     cfg = our_config(w, model_dir(w.size, w.seed), dataset_file(w.seed))
@@ -227,8 +231,8 @@ def decode(spec: dict) -> dict:
 
 
 def _sampler_ms(policy, ids, lengths: list[int], device: str) -> dict:
-    from grpo_desktop.engine import sampler
-    from grpo_desktop.engine.rollout import generate_completions
+    from grpo_desktop.engine.sampling import sampler
+    from grpo_desktop.engine.sampling.rollout import generate_completions
 
     mask = ids.new_ones(ids.shape)
 
@@ -248,10 +252,10 @@ def _sampler_ms(policy, ids, lengths: list[int], device: str) -> dict:
 
 
 def estimate(spec: dict) -> dict:
-    """engine/estimate.py's estimate_run for each of our runs' configs against the measured
+    """engine/estimate/fit.py's estimate_run for each of our runs' configs against the measured
     torch.cuda.max_memory_allocated of that run."""
     try:
-        from grpo_desktop.engine.estimate import estimate_run
+        from grpo_desktop.engine.estimate.fit import estimate_run
     except ImportError as exc:
         return {"unavailable": f"estimate unavailable: {exc}"}
     from grpo_desktop.engine.config import TrainConfig

@@ -76,10 +76,10 @@ def _device_stats(w: Workload, model) -> dict[str, Any]:
 def run_ours(w: Workload) -> dict[str, Any]:
     import torch
 
-    from grpo_desktop.engine import kernels
     from grpo_desktop.engine.control import TrainControl
     from grpo_desktop.engine.events import RunFinished, StepMetrics
-    from grpo_desktop.engine.trainer import train
+    from grpo_desktop.engine.grpo.trainer import train
+    from grpo_desktop.engine.ops import kernels
 
     _set_threads(w)
     cfg = our_config(w, model_dir(w.size, w.seed), dataset_file(w.seed))
@@ -116,7 +116,7 @@ def run_ours(w: Workload) -> dict[str, Any]:
         "products": kernels.describe(),
     }
     if w.device == "cuda":  # peak first: loading the model again for its size comes after
-        from grpo_desktop.engine.modeling import load_policy
+        from grpo_desktop.engine.models.loading import load_policy
 
         out.update(_device_stats(w, None))
         out["weight_bytes"] = _weight_bytes(load_policy(cfg).model)
@@ -124,7 +124,7 @@ def run_ours(w: Workload) -> dict[str, Any]:
 
 
 def _our_prompt_ids(tokenizer, questions: list[str]) -> list[list[int]]:
-    from grpo_desktop.engine.data import build_prompt
+    from grpo_desktop.engine.data.dataset import build_prompt
 
     texts = [build_prompt(tokenizer, q, system_prompt="") for q in questions]
     return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]

@@ -1,7 +1,7 @@
 """The work both sides of bench/vs_trl.py do, defined once: model, prompts, reward, settings.
 
 A `Workload` pins everything that decides the cost of a GRPO step: the model (a randomly
-initialised Llama from `engine.tiny`, "small" ≈ 3M or "medium" ≈ 25M parameters, local char
+initialised Llama from `engine.models.tiny`, "small" ≈ 3M or "medium" ≈ 25M parameters, local char
 tokenizer; or a Qwen2.5-0.5B-shaped model for bench/gpu.py), B prompts × G completions, the
 completion length C (min = max new tokens, so EOS never shortens the work), loss type, β, LoRA r 16
 (optionally on 4-bit weights) or full fine-tuning, the precision and device, one update per batch.
@@ -37,7 +37,7 @@ NUM_PROBLEMS = 512
 
 @dataclass
 class Workload:
-    size: str = "small"  # engine.tiny size: small (~3M) or medium (~25M)
+    size: str = "small"  # engine.models.tiny size: small (~3M) or medium (~25M)
     lora: bool = True
     B: int = 4  # prompts per step
     G: int = 8  # completions per prompt
@@ -101,8 +101,8 @@ QWEN_05B = (896, 24, 14, 2, 4864, 151936)
 
 def model_dir(size: str, seed: int = 0) -> str:
     """The benchmark model of `size`, built once (random weights, seeded) and cached: an
-    engine.tiny size (micro, tiny, small ≈ 3M, medium ≈ 25M; Llama), qwen2.5-0.5b (char
-    tokenizer), or an engine/shapes.py shape at a depth, "NAME@LAYERS" (qwen2.5-1.5b-shaped@28:
+    engine.models.tiny size (micro, tiny, small ≈ 3M, medium ≈ 25M; Llama), qwen2.5-0.5b (char
+    tokenizer), or an engine/models/shapes.py shape at a depth, "NAME@LAYERS" (qwen2.5-1.5b-shaped@28:
     the shape's real tokenizer behaviour; bench/memory.py's folder for the same shape and depth)."""
     if "@" in size:
         return shaped_dir(size, seed)
@@ -112,18 +112,18 @@ def model_dir(size: str, seed: int = 0) -> str:
         if size == "qwen2.5-0.5b":
             _build_qwen_shaped(folder, seed)
         else:
-            from grpo_desktop.engine.tiny import build_tiny_model
+            from grpo_desktop.engine.models.tiny import build_tiny_model
 
             build_tiny_model(folder, size, seed=seed, arch="llama")
     return folder
 
 
 def shaped_dir(size: str, seed: int = 0, favour: str | None = None) -> str:
-    """engine/shapes.py's NAME at LAYERS layers ("NAME@LAYERS"), built once into a temporary
+    """engine/models/shapes.py's NAME at LAYERS layers ("NAME@LAYERS"), built once into a temporary
     folder and renamed, so an interrupted build never leaves a folder that looks complete."""
     import shutil
 
-    from grpo_desktop.engine.shapes import build_shaped
+    from grpo_desktop.engine.models.shapes import build_shaped
 
     name, layers = size.split("@")
     tag = "" if favour is None else "-favour-" + hashlib.sha256(favour.encode()).hexdigest()[:8]
@@ -145,7 +145,7 @@ def _build_qwen_shaped(folder: str, seed: int) -> None:
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config
 
-    from grpo_desktop.engine import tiny
+    from grpo_desktop.engine.models import tiny
 
     hidden, layers, heads, kv, inter, vocab_size = QWEN_05B
     names = tiny.SPECIAL_TOKENS + tiny.TAG_TOKENS + tiny.CHARS
@@ -199,7 +199,7 @@ def dataset_file(seed: int = 0) -> str:
 
 def reward_texts(completions: list[str], answers: list[str]) -> list[float | None]:
     """The reward both sides compute: our accuracy reward on the last number of the text."""
-    from grpo_desktop.engine.rewards import accuracy_reward
+    from grpo_desktop.engine.rewards.functions import accuracy_reward
 
     return accuracy_reward(completions, answers, mode="last_number")
 

@@ -45,7 +45,7 @@ def old_checker() -> Scorer | None:
     """accuracy_reward of rewards.py at OLD_COMMIT, or None when git cannot show it."""
     try:
         source = subprocess.run(
-            ["git", "show", f"{OLD_COMMIT}:grpo_desktop/engine/rewards.py"],
+            ["git", "show", f"{OLD_COMMIT}:grpo_desktop/engine/rewards/functions.py"],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -78,7 +78,7 @@ def trl_checker() -> Scorer | None:
 
 
 def engine_checker(checker: str) -> Scorer:
-    from grpo_desktop.engine.rewards import accuracy_reward
+    from grpo_desktop.engine.rewards.functions import accuracy_reward
 
     return lambda completions, answers: accuracy_reward(completions, answers, checker=checker)
 
@@ -102,7 +102,7 @@ def hedges_rewarded(rows: list[dict], scores: list[float | None]) -> tuple[int, 
 def time_per_1000(rows: list[dict], repeat: int) -> tuple[float, float, float]:
     """Seconds per 1,000 completions for the strict checker: cold math-verify cache, warm, and
     the share of completions that needed math-verify."""
-    from grpo_desktop.engine import rewards
+    from grpo_desktop.engine.rewards import functions as rewards
 
     completions = [r["completion"] for r in rows]
     answers = [r["answer"] for r in rows]
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", default=CORPUS)
     args = parser.parse_args(argv)
     sys.path.insert(0, ROOT)
-    from grpo_desktop.engine.data import parse_answer
+    from grpo_desktop.engine.data.gold import parse_answer
 
     rows = load_corpus(args.corpus)
     completions = [r["completion"] for r in rows]

@@ -8,10 +8,10 @@ On a GPU the sampler's decode step is bound by the host: every operation is a Py
 dispatch and a kernel launch, and the kernels of a small model finish before the next is queued.
 This measures that host work on the CPU, where it can be counted, for three ways to run a step:
 
-- forward: today's CUDA path before engine/decode_static.py, the model's own forward with a
+- forward: today's CUDA path before engine/sampling/decode_static.py, the model's own forward with a
   DynamicCache and LoRA unmerged (three products per adapted layer), attention mask grown by
   concatenation as the sampler's loop does;
-- static eager: engine/decode_static.py's fixed-shape step, LoRA folded (sampler.lora_merged);
+- static eager: engine/sampling/decode_static.py's fixed-shape step, LoRA folded (sampler.lora_merged);
 - graph (host side): what GraphedDecode dispatches per token once a CUDA graph is captured: the
   copy of the sampled ids into the static input, the replay call and the slot counter's add. The
   replay is a no-op stand-in here: a real cudaGraphLaunch (a few µs of host time for a whole
@@ -48,8 +48,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from grpo_desktop.engine import decode_graph, sampler  # noqa: E402
-from grpo_desktop.engine.decode_static import static_decoder  # noqa: E402
+from grpo_desktop.engine.sampling import sampler  # noqa: E402
+from grpo_desktop.engine.sampling import decode_graph
+from grpo_desktop.engine.sampling.decode_static import static_decoder  # noqa: E402
 
 SMALL = dict(hidden=112, heads=14, kv_heads=2, intermediate=256, vocab=1024, layers=24)
 REAL = dict(hidden=896, heads=14, kv_heads=2, intermediate=4864, vocab=151_936, layers=24)

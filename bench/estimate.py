@@ -6,7 +6,7 @@ settings as a user would (the free RAM as it is now, prompt length measured from
 Printed: estimated and measured peak RSS with the error, estimated and measured s/step (the
 second step, which does not include loading the model), the rows per pass both chose.
 
-Shapes (random weights, built once under ~/.cache/grpo-desktop/bench/, engine/shapes.py):
+Shapes (random weights, built once under ~/.cache/grpo-desktop/bench/, engine/models/shapes.py):
 - qwen-lora, qwen-full, qwen-qlora: the Qwen2.5-0.5B-shaped model (2 layers, hidden 896, the
   real 151,936-token vocabulary) with LoRA, full fine-tuning (β 0.04: a frozen reference copy)
   and 4-bit QLoRA (bitsandbytes' NF4 on the CPU, slowly);
@@ -46,7 +46,7 @@ def _folder(shape: str) -> str:
     )
     folder = os.path.join(cache, f"{shape}-2l-seed0")
     if not os.path.isfile(os.path.join(folder, "config.json")):
-        from grpo_desktop.engine.shapes import build_shaped
+        from grpo_desktop.engine.models.shapes import build_shaped
 
         build_shaped(folder, shape, layers=2, seed=0)
     return folder
@@ -56,7 +56,7 @@ def spec(name: str, steps: int = 2) -> dict:
     """TrainConfig.replace sections for the named measurement."""
     run = {"max_steps": steps, "eval_every": 0, "checkpoint_every": 1000, "seed": 0}
     if name == "demo":
-        from grpo_desktop.engine.demo import demo_config
+        from grpo_desktop.engine.config.demo import demo_config
 
         cfg = demo_config().to_dict()
         cfg.pop("schema_version")
@@ -105,9 +105,9 @@ def measure(name: str, sections: dict) -> dict:
 def estimate(sections: dict) -> dict:
     """The estimate as a user gets it now: free RAM and the CPU's speed measured afresh (the
     machine's load changes between runs)."""
-    from grpo_desktop.engine import estimate as module
     from grpo_desktop.engine.config import TrainConfig
-    from grpo_desktop.engine.estimate import estimate_run
+    from grpo_desktop.engine.estimate import fit as module
+    from grpo_desktop.engine.estimate.fit import estimate_run
 
     module._cpu_speed = None
 
@@ -117,7 +117,7 @@ def estimate(sections: dict) -> dict:
 BASELINE = (
     "import resource, sys, torch, transformers, peft\n"
     "from transformers import Qwen2ForCausalLM, LlamaForCausalLM, PreTrainedTokenizerFast\n"
-    "import grpo_desktop.engine.trainer, grpo_desktop.engine.modeling\n"
+    "import grpo_desktop.engine.grpo.trainer, grpo_desktop.engine.models.loading\n"
     "if sys.argv[1] == 'bnb':\n"
     "    import bitsandbytes as bnb\n"
     "    kw = {'quant_type': 'nf4'}\n"

@@ -30,7 +30,7 @@ TIMEOUT_S = 120
 
 def main() -> int:
     app = QApplication(sys.argv[:1])
-    from grpo_desktop.engine.demo import demo_config
+    from grpo_desktop.engine.config.demo import demo_config
     from grpo_desktop.ui.main_window import MainWindow
 
     settings = QSettings(os.path.join(tempfile.mkdtemp(), "s.ini"), QSettings.Format.IniFormat)

@@ -6,7 +6,7 @@
 The checks, in the order they run, each in its own process under its own time budget (a check
 that runs over is stopped and recorded as failed; one that fails does not stop the others):
 
-- models: builds (once, cached) engine/shapes.py's qwen2.5-1.5b-shaped at its full 28 layers
+- models: builds (once, cached) engine/models/shapes.py's qwen2.5-1.5b-shaped at its full 28 layers
   (1.54B parameters, real 151,936-token vocabulary, tied embeddings), the Llama-3-shaped model that
   always emits <|end_of_text|>, and the Qwen2.5-0.5B-shaped model (2 layers) for full fine-tuning;
 - eos: that Llama stops after one token when sampling, evaluating and in a training step
@@ -20,8 +20,8 @@ that runs over is stopped and recorded as failed; one that fails does not stop t
 - lora and qlora: ours against TRL's GRPOTrainer (bench/vs_trl.py's workers) on the 1.5B shape, bf16
   LoRA and 4-bit NF4 QLoRA, B 4 × G 8, 256 pinned tokens: s/step, max_memory_allocated, decode
   tokens/s against the floor, and bench/gpu.py's targets;
-- estimate: engine/estimate.py's estimate_run for each of our runs against its measured
-  max_memory_allocated ("estimate unavailable" when the tree has no engine/estimate.py).
+- estimate: engine/estimate/fit.py's estimate_run for each of our runs against its measured
+  max_memory_allocated ("estimate unavailable" when the tree has no engine/estimate/fit.py).
 
 The JSON (`--json`) has per check: status (ok / failed / skipped / unavailable), seconds, budget,
 figures, error text; it is rewritten after every check, so a run stopped half-way keeps what
@@ -45,6 +45,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from _gpu_metrics import gpu_metrics  # noqa: E402
 from _workload import Workload, dataset_file, model_dir, our_config  # noqa: E402
 from vs_trl import run_side, summarise  # noqa: E402
 
@@ -181,8 +182,6 @@ def check_decode(p: dict, ctx: dict, budget: float) -> dict:
 
 def _side_by_side(p: dict, ctx: dict, budget: float, quant: str) -> dict:
     """Ours then TRL on the same work; each side's failure is recorded apart."""
-    from gpu import gpu_metrics
-
     _need(ctx)
     w = _workload(p, quant)
     deadline = time.perf_counter() + budget

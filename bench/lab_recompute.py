@@ -5,7 +5,7 @@ G = 8 = 64 rollouts, recorded by the trainer with a custom checker. Measured, ea
 --repeat settings changes that cycle through weights, checker mode, scaling, std type and length
 normalisation:
 
-- model: engine.lab_rewards.RewardLab.compute alone (rewards, advantages, verdicts), with its
+- model: engine.lab.rewards.RewardLab.compute alone (rewards, advantages, verdicts), with its
   caches warm (each checker mode's verdicts computed once);
 - model, cold: a fresh RewardLab per change, so the accuracy checker re-reads all 64 answers;
 - view: the Lab tab's whole recompute (model plus table, notes and detail redrawn; offscreen Qt),
@@ -64,7 +64,7 @@ def _ms(samples: list[float]) -> dict:
 def bench_model(rows, config, repeat: int) -> dict:
     from dataclasses import replace
 
-    from grpo_desktop.engine.lab_rewards import LabSettings, RewardLab
+    from grpo_desktop.engine.lab.rewards import LabSettings, RewardLab
 
     base = LabSettings.from_config(config)
     lab = RewardLab.from_rows(rows, run_checker_source=config.rewards.custom_checker)

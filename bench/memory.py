@@ -1,6 +1,6 @@
 """Peak memory and seconds per step of one GRPO run on a Qwen2.5-0.5B-shaped model (issue 14 §1).
 
-The model is `engine/shapes.py`'s qwen2.5-0.5b-shaped (Qwen2.5-0.5B's width: hidden 896, 14 heads,
+The model is `engine/models/shapes.py`'s qwen2.5-0.5b-shaped (Qwen2.5-0.5B's width: hidden 896, 14 heads,
 2 KV heads, intermediate 4864, tied embeddings, the real 151,936-token vocabulary), 2 random layers,
 built once and cached under ~/.cache/grpo-desktop/bench/. Settings are the app's defaults except
 what the measurement pins: LoRA (the default), β 0.04, B × G = 4 × 8 = 32 completions, exactly 128
@@ -17,7 +17,7 @@ To compare with the code before the change, make a second checkout and name it:
 
 Prints one table row per checkout (peak RSS in MiB, each step's seconds — the first includes
 loading the model —, the last step's phases, rows per pass, the library computing float32 CPU
-products, chosen by a timing at start, engine/kernels.py) and the 1-minute load average before
+products, chosen by a timing at start, engine/ops/kernels.py) and the 1-minute load average before
 and after each run: the CPU may be shared, so read s/step with it. `--repeat N` runs each
 checkout N times (alternating), since peak RSS varies by a few hundred MB from run to run.
 Does not compare with TRL (bench/vs_trl.py does) and runs nothing on a GPU.
@@ -40,14 +40,14 @@ PHASES = ("time/generate", "time/ref", "time/update", "time/optimizer")
 
 
 def model_folder(layers: int) -> str:
-    """The shaped model, built once with this tree's engine/shapes.py (seed 0)."""
+    """The shaped model, built once with this tree's engine/models/shapes.py (seed 0)."""
     cache = os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "grpo-desktop", "bench"
     )
     folder = os.path.join(cache, f"{SHAPE}-{layers}l-seed0")
     if not os.path.isfile(os.path.join(folder, "config.json")) or _untied(folder):
         sys.path.insert(0, ROOT)
-        from grpo_desktop.engine.shapes import build_shaped
+        from grpo_desktop.engine.models.shapes import build_shaped
 
         build_shaped(folder, SHAPE, layers=layers, seed=0)
     return folder
@@ -87,7 +87,7 @@ def worker(spec: dict) -> dict:
     import grpo_desktop
     from grpo_desktop.engine.config import TrainConfig
     from grpo_desktop.engine.events import RunFinished, StepMetrics
-    from grpo_desktop.engine.trainer import train
+    from grpo_desktop.engine.grpo.trainer import train
 
     cfg = TrainConfig().replace(**spec)
     times, phases, rows = [], [], []
@@ -102,7 +102,7 @@ def worker(spec: dict) -> dict:
         elif isinstance(event, RunFinished) and event.status != "completed":
             raise RuntimeError(f"run ended {event.status}: {event.message}\n{event.error}")
     kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    from grpo_desktop.engine import kernels
+    from grpo_desktop.engine.ops import kernels
 
     return {
         "products": kernels.library(),

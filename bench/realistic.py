@@ -4,7 +4,7 @@ each side with its own default micro-batching, side by side in one run (issue 14
     python bench/realistic.py --quick                 # a check of the script: tiny work, ~2 min
     nice -n 10 python bench/realistic.py --wait-load 1.0 --json realistic.json  # 25-40 min idle
 
-The model is engine/shapes.py's qwen2.5-0.5b-shaped (hidden 896, 14/2 heads, intermediate 4864,
+The model is engine/models/shapes.py's qwen2.5-0.5b-shaped (hidden 896, 14/2 heads, intermediate 4864,
 tied embeddings, the real 151,936-row vocabulary, byte-level BPE tokenizer with Qwen's chat
 template) with `--layers` random layers (2 to 4, default 2), built once and cached (the folder
 bench/memory.py uses). Both sides do bench/_workload.py's identical work on the CPU in float32:

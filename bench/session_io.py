@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.engine.events import Rollouts, RunStarted, StepMetrics
 from grpo_desktop.session.document import load_session, new_session, save_session
 from grpo_desktop.session.history import RunHistory

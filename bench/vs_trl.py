@@ -4,7 +4,7 @@
     python bench/vs_trl.py                  # both sizes (~3M, ~25M) × LoRA r 16 / full fine-tuning
     python bench/vs_trl.py --sizes small --modes full --rounds 3 --json out.json
 
-Both sides train the same randomly initialised Llama (engine.tiny, local char tokenizer) on the
+Both sides train the same randomly initialised Llama (engine.models.tiny, local char tokenizer) on the
 same prompts with the same B, G, pinned completion length, loss type, β, LoRA setting, float32 and
 one update per batch (bench/_workload.py says exactly what is matched). Every run is a separate
 worker process (`--worker ours|trl`), so peak RSS is each side's own; the sides alternate within

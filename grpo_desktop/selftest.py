@@ -59,14 +59,14 @@ def _check_library(name: str) -> Callable[[], str]:
 
 
 def _check_products() -> str:
-    from grpo_desktop.engine import kernels
+    from grpo_desktop.engine.ops import kernels
 
     return f"float32 CPU products: {kernels.describe()}"
 
 
 def _check_demo_model() -> str:
-    from grpo_desktop.engine.demo import demo_config
-    from grpo_desktop.engine.modeling import load_policy
+    from grpo_desktop.engine.config.demo import demo_config
+    from grpo_desktop.engine.models.loading import load_policy
 
     policy = load_policy(demo_config())
     total, _ = policy.num_parameters()
@@ -74,9 +74,9 @@ def _check_demo_model() -> str:
 
 
 def _check_training_step() -> str:
+    from grpo_desktop.engine.config.demo import demo_config
     from grpo_desktop.engine.control import TrainControl
-    from grpo_desktop.engine.demo import demo_config
-    from grpo_desktop.engine.trainer import train
+    from grpo_desktop.engine.grpo.trainer import train
 
     checker = "def check(completion, answer, prompt):\n    return float(len(completion) > 0)\n"
     cfg = demo_config().replace(

@@ -2,7 +2,7 @@
 
 import sys
 
-from grpo_desktop.engine.checker_child import run_if_child
+from grpo_desktop.engine.checker.child import run_if_child
 
 if __name__ == "__main__":
     run_if_child()  # started again as the custom checker's locked-in child (checker.py)

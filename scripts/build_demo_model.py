@@ -3,7 +3,7 @@
     python scripts/build_demo_model.py          # writes grpo_desktop/resources/demo_model (~25 min)
     python scripts/build_demo_model.py --out /tmp/m --steps 300 --eval-every 100   # a quick look
 
-What it does: builds a 1.6M-parameter Llama (size "demo" in engine/tiny.py) with the app's
+What it does: builds a 1.6M-parameter Llama (size "demo" in engine/models/tiny.py) with the app's
 character-level tokenizer and chat template, and trains it with supervised fine-tuning on worked
 answers to the built-in problems of difficulty 2, prompted exactly as the demo prompts them
 (`demo_config()`'s system prompt and chat template). A worked answer, in the lessons' format:
@@ -16,7 +16,7 @@ a model this small learns that in minutes, while the compact "17×24 = 340 + 68 
 partial product and carry worked out in one token — was still below 10 % after 400 steps of 64.
 
 The problems come from the arithmetic generator's `sft` pool, which GRPO training (`train` pool)
-and every held-out evaluation (`test` pool) never use (see engine/arithmetic.py).
+and every held-out evaluation (`test` pool) never use (see engine/data/arithmetic.py).
 
 The model is made imperfect on purpose, so that GRPO has something to fix: the lessons' "408 vs
 398". Some worked answers write a multiplication carry one too small (7×4=28, 1×4+1=5, so 58: the
@@ -48,11 +48,11 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from grpo_desktop.engine.arithmetic import arithmetic_problems, pool_size
-from grpo_desktop.engine.data import build_prompt
-from grpo_desktop.engine.demo import demo_config
-from grpo_desktop.engine.eval_target import evaluate_target
-from grpo_desktop.engine.tiny import tiny_model
+from grpo_desktop.engine.config.demo import demo_config
+from grpo_desktop.engine.data.arithmetic import arithmetic_problems, pool_size
+from grpo_desktop.engine.data.dataset import build_prompt
+from grpo_desktop.engine.models.tiny import tiny_model
+from grpo_desktop.engine.variants.eval_target import evaluate_target
 
 DEFAULT_OUT = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -186,9 +186,9 @@ def sft_loss(model, prefix: torch.Tensor, ids: torch.Tensor, labels: torch.Tenso
 
 def quick_check(model, tok, n: int = 100) -> str:
     """Greedy accuracy and format, and format at temperature 1, of the model being trained."""
-    from grpo_desktop.engine.eval_target import held_out_examples
-    from grpo_desktop.engine.evaluate import evaluate, sampled_format_rate
-    from grpo_desktop.engine.modeling import Policy
+    from grpo_desktop.engine.grpo.evaluate import evaluate, sampled_format_rate
+    from grpo_desktop.engine.models.loading import Policy
+    from grpo_desktop.engine.variants.eval_target import held_out_examples
 
     cfg = demo_config()
     policy = Policy(model, tok, torch.device("cpu"), torch.float32, uses_lora=False)
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=1200, help="optimizer steps")
     p.add_argument("--batch", type=int, default=32, help="worked answers per step")
     p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--size", default="demo", help="a model size of engine/tiny.py")
+    p.add_argument("--size", default="demo", help="a model size of engine/models/tiny.py")
     p.add_argument(
         "--mix", default="{}", help='JSON overriding Mix fields, e.g. {"format_slip": 0.1}'
     )

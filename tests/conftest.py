@@ -25,23 +25,23 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> str:
     """A randomly initialised ~0.1M-parameter Llama with the local character tokenizer."""
-    from grpo_desktop.engine.tiny import build_tiny_model
+    from grpo_desktop.engine.models.tiny import build_tiny_model
 
     return build_tiny_model(str(tmp_path_factory.mktemp("tiny-model")), "tiny", seed=0)
 
 
 @pytest.fixture(scope="session")
 def micro_model_dir(tmp_path_factory) -> str:
-    from grpo_desktop.engine.tiny import build_tiny_model
+    from grpo_desktop.engine.models.tiny import build_tiny_model
 
     return build_tiny_model(str(tmp_path_factory.mktemp("micro-model")), "micro", seed=0)
 
 
 @pytest.fixture(scope="session")
 def shaped_model_dir(tmp_path_factory):
-    """shaped_model_dir(name, favour=None) -> folder: a realistic-shape model (engine/shapes.py),
+    """shaped_model_dir(name, favour=None) -> folder: a realistic-shape model (engine/models/shapes.py),
     built once per test session for each (name, favour)."""
-    from grpo_desktop.engine.shapes import build_shaped
+    from grpo_desktop.engine.models.shapes import build_shaped
 
     built: dict[tuple[str, str | None], str] = {}
 
@@ -57,15 +57,15 @@ def shaped_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory):
     """trained_run(lora=False, steps=2) -> run folder: the built-in demo model trained for real
-    (engine.trainer.train) for `steps` steps, a checkpoint after each (the last two kept), built
+    (engine.grpo.trainer.train) for `steps` steps, a checkpoint after each (the last two kept), built
     once per test session for each setting. lora=False is the demo's full fine-tuning; True
     trains a LoRA adapter on it instead. Small: G 4, B 2, the demo's 160 completion tokens, 8 held-out problems, a few seconds a step."""
     built: dict[tuple[bool, int], str] = {}
 
     def get(lora: bool = False, steps: int = 2) -> str:
         if (lora, steps) not in built:
-            from grpo_desktop.engine.demo import demo_config
-            from grpo_desktop.engine.trainer import train
+            from grpo_desktop.engine.config.demo import demo_config
+            from grpo_desktop.engine.grpo.trainer import train
 
             run_dir = str(tmp_path_factory.mktemp("lora-run" if lora else "demo-run"))
             cfg = demo_config().replace(
@@ -177,10 +177,10 @@ def _running_qthreads(deep: bool) -> list[str]:
 
 @pytest.fixture
 def choose_linear(monkeypatch):
-    """choose_linear("0" | "1" | ""): engine/kernels.py decides afresh with GRPO_DESKTOP_ONEDNN
+    """choose_linear("0" | "1" | ""): engine/ops/kernels.py decides afresh with GRPO_DESKTOP_ONEDNN
     set so (off, on without the timing, or by the timing); its earlier decision is put back
     after the test."""
-    from grpo_desktop.engine import kernels
+    from grpo_desktop.engine.ops import kernels
 
     saved = dict(kernels._state)
 

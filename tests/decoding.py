@@ -7,7 +7,7 @@ and the grown cache.
 
 from __future__ import annotations
 
-from grpo_desktop.engine import sampler
+from grpo_desktop.engine.sampling import sampler
 
 
 def forward_step(model, tokens, attention, positions, cache):

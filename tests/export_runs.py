@@ -10,11 +10,11 @@ import os
 
 import torch
 
-from grpo_desktop.engine.run_layout import list_checkpoints
+from grpo_desktop.engine.runs.layout import list_checkpoints
 
 
 def small_demo(lora: bool):
-    from grpo_desktop.engine.demo import demo_config
+    from grpo_desktop.engine.config.demo import demo_config
 
     return demo_config().replace(
         lora={"enabled": lora, "r": 4, "alpha": 8},
@@ -39,7 +39,7 @@ def perturb_lora_b(run_dir: str, std: float = 0.05) -> None:
 
 
 def train_run(cfg, run_dir: str) -> str:
-    from grpo_desktop.engine.trainer import train
+    from grpo_desktop.engine.grpo.trainer import train
 
     events = list(train(cfg, run_dir=run_dir))
     assert events[-1].status == "completed", events[-1].message

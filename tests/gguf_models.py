@@ -1,6 +1,6 @@
 """Small models for the GGUF export tests, with the tokenizers of real model families.
 
-engine/shapes.py's Llama-3 and Qwen2.5 shapes shrunk to a 4,000-entry BPE vocabulary plus the
+engine/models/shapes.py's Llama-3 and Qwen2.5 shapes shrunk to a 4,000-entry BPE vocabulary plus the
 family's added tokens (so the special tokens, BOS rule, EOS lists and chat templates are the
 real ones) and a 64-wide, 2-layer float32 model, with 32 embedding rows more than the tokenizer
 has ids (as Qwen2.5's embedding has). The ids in generation_config.json and config.json are
@@ -19,8 +19,8 @@ import numpy as np
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize
 
-from grpo_desktop.engine import shapes
-from grpo_desktop.engine.gguf_vocab import PRE_TOKENIZER_REGEXES
+from grpo_desktop.engine.export.gguf_vocab import PRE_TOKENIZER_REGEXES
+from grpo_desktop.engine.models import shapes
 
 DEMO = os.path.join(os.path.dirname(__file__), "..", "grpo_desktop", "resources", "demo_model")
 
@@ -173,7 +173,7 @@ def export_all(tmp_path_factory) -> dict:
     q8_0; built once per test process and shared by the GGUF test modules."""
     from gguf import GGUFReader
 
-    from grpo_desktop.engine.export_gguf import write_gguf
+    from grpo_desktop.engine.export.gguf import write_gguf
 
     if _EXPORTED:
         return _EXPORTED

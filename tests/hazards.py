@@ -122,7 +122,7 @@ def set_trust_remote_code(json_path: str, on: bool = True, key: str | None = Non
 
 def train_in_process(cfg: TrainConfig, run_dir: str, resume: bool = False) -> list:
     """Run the real engine to the end; its events."""
-    from grpo_desktop.engine.trainer import train
+    from grpo_desktop.engine.grpo.trainer import train
 
     return list(train(cfg, run_dir=run_dir, resume=resume))
 

@@ -13,10 +13,10 @@ import sys
 
 from test_trainer import toy_config
 
-from grpo_desktop.engine.alerts import CheckerWatch, is_timeout
 from grpo_desktop.engine.control import TrainControl
 from grpo_desktop.engine.events import Alert, event_from_dict, read_events
-from grpo_desktop.engine.trainer import train
+from grpo_desktop.engine.grpo.trainer import train
+from grpo_desktop.engine.health.checker_watch import CheckerWatch, is_timeout
 
 RAISES = "def check(completion, answer, prompt):\n    raise ValueError('no digits here')\n"
 HANGS = (

@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from grpo_desktop.engine.rewards import accuracy_verdicts
+from grpo_desktop.engine.rewards.functions import accuracy_verdicts
 
 CORPUS = os.path.join(os.path.dirname(__file__), "fixtures", "answer_corpus.jsonl")
 CATEGORIES = {  # every kind of completion the corpus must cover (issue 12 §2)

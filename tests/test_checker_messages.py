@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from grpo_desktop.engine.checker import CheckerProcess, compile_checker
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.checker.runner import CheckerProcess, compile_checker
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.engine.errors import CheckerError
 
 

@@ -19,10 +19,9 @@ import time
 
 import pytest
 
-from grpo_desktop.engine import sandbox
-from grpo_desktop.engine.checker import CheckerProcess
+from grpo_desktop.engine.checker.runner import CheckerProcess, sandbox
 from grpo_desktop.engine.config import RewardsConfig
-from grpo_desktop.engine.rewards import RewardSet
+from grpo_desktop.engine.rewards.functions import RewardSet
 
 POSIX = os.name == "posix"
 NONE: tuple[str, ...] = ()  # no optional layer: the control runs
@@ -246,7 +245,7 @@ def test_closing_leaves_no_process_behind():
 def test_a_parent_that_dies_takes_the_checker_with_it(tmp_path):
     script = (
         "import sys\n"
-        "from grpo_desktop.engine.checker import CheckerProcess\n"
+        "from grpo_desktop.engine.checker.runner import CheckerProcess\n"
         "p = CheckerProcess('import time\\ndef check(c, a, q):\\n    time.sleep(600)\\n', 600)\n"
         "print(p.pid, flush=True)\n"
         "p.check_many(['x'], ['a'], ['q'])\n"
@@ -388,7 +387,7 @@ def test_the_log_line_names_what_is_active_and_what_is_not(active):
 
 
 def test_the_math_verify_helper_still_works_inside_the_sandbox(active):
-    from grpo_desktop.engine import rewards
+    from grpo_desktop.engine.rewards import functions as rewards
 
     # The helper's own code (it imports grpo_desktop, math-verify and sympy) under the same caps.
     with CheckerProcess(rewards._VERIFIER_SOURCE, 10.0, label="The math-verify helper") as proc:

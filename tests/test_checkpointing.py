@@ -11,12 +11,12 @@ import warnings
 import pytest
 import torch
 
-from grpo_desktop.engine import kernels
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.control import TrainControl
-from grpo_desktop.engine.modeling import load_policy
-from grpo_desktop.engine.rollout import token_logps
-from grpo_desktop.engine.trainer import train
+from grpo_desktop.engine.grpo.trainer import train
+from grpo_desktop.engine.models.loading import load_policy
+from grpo_desktop.engine.ops import kernels
+from grpo_desktop.engine.sampling.rollout import token_logps
 
 pytestmark = pytest.mark.skipif(kernels._op() is None, reason="this torch has no oneDNN linear")
 

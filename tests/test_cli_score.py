@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from grpo_desktop.engine.config import TrainConfig
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.session.document import new_session
 
 pytestmark = pytest.mark.timeout(180)

@@ -1,4 +1,4 @@
-"""Compare before and after (engine/compare.py, engine/compare_table.py, `eval --compare`).
+"""Compare before and after (engine/variants/compare.py, engine/variants/compare_table.py, `eval --compare`).
 
 The numbers are checked against hand-derived values; the comparison itself runs the built-in
 demo model on conftest's tiny real runs (`trained_run`: LoRA, where side B is an adapter
@@ -17,7 +17,8 @@ import threading
 
 import pytest
 
-from grpo_desktop.engine.compare_table import (
+from grpo_desktop.engine.errors import UserError
+from grpo_desktop.engine.variants.compare_table import (
     BOTH_RIGHT,
     BOTH_WRONG,
     BROKEN,
@@ -30,7 +31,6 @@ from grpo_desktop.engine.compare_table import (
     wilson_interval,
     write_csv,
 )
-from grpo_desktop.engine.errors import UserError
 
 
 @pytest.fixture
@@ -118,8 +118,8 @@ def test_csv_round_trip(tmp_path):
 
 
 def test_base_vs_checkpoint_on_the_demo_agrees_with_eval(run_dir):
-    from grpo_desktop.engine.compare import compare_run
-    from grpo_desktop.engine.eval_target import evaluate_target
+    from grpo_desktop.engine.variants.compare import compare_run
+    from grpo_desktop.engine.variants.eval_target import evaluate_target
 
     seen = []
     c = compare_run(run_dir, "base", "latest", n=12, seed=4, progress=lambda d, t: seen.append(d))
@@ -147,7 +147,7 @@ def test_base_vs_checkpoint_on_the_demo_agrees_with_eval(run_dir):
 
 
 def test_two_full_fine_tuning_checkpoints_on_a_problem_file(trained_run, tmp_path):
-    from grpo_desktop.engine.compare import compare_run
+    from grpo_desktop.engine.variants.compare import compare_run
 
     problems = tmp_path / "p.jsonl"
     lines = [{"question": "What is 12 × 34?", "answer": "408"}, {"question": "What is 17 × 4?"}]
@@ -163,7 +163,7 @@ def test_two_full_fine_tuning_checkpoints_on_a_problem_file(trained_run, tmp_pat
 
 
 def test_cancel_stops_during_the_first_side(run_dir):
-    from grpo_desktop.engine.compare import compare_run
+    from grpo_desktop.engine.variants.compare import compare_run
 
     cancel = threading.Event()
     seen = []
@@ -178,7 +178,7 @@ def test_cancel_stops_during_the_first_side(run_dir):
 
 
 def test_bad_sides_and_files_say_what_to_choose(run_dir, tmp_path):
-    from grpo_desktop.engine.compare import compare_run
+    from grpo_desktop.engine.variants.compare import compare_run
 
     with pytest.raises(UserError, match=r"no checkpoint '7'.*base, latest, or a step: 1, 2"):
         compare_run(run_dir, "base", "7")
@@ -199,7 +199,7 @@ def test_bad_sides_and_files_say_what_to_choose(run_dir, tmp_path):
 
 
 def _run_without_checkpoints(tmp_path) -> str:
-    from grpo_desktop.engine.demo import demo_config
+    from grpo_desktop.engine.config.demo import demo_config
 
     run = tmp_path / "fresh"
     run.mkdir()

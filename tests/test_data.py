@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from grpo_desktop.engine.arithmetic import (
+from grpo_desktop.engine.config import DataConfig
+from grpo_desktop.engine.data.arithmetic import (
     Problem,
     arithmetic_problems,
     arithmetic_splits,
     problem_count,
 )
-from grpo_desktop.engine.config import DataConfig
-from grpo_desktop.engine.data import (
+from grpo_desktop.engine.data.dataset import (
     PLAIN_TEMPLATE,
     Example,
     batch_indices,
@@ -438,9 +438,9 @@ def test_batch_indices_cross_the_epoch_boundary():
 
 
 def test_zero_problems_and_no_held_out_split():
-    from grpo_desktop.engine.arithmetic import arithmetic_problems, arithmetic_splits
     from grpo_desktop.engine.config import DataConfig
-    from grpo_desktop.engine.data import load_data
+    from grpo_desktop.engine.data.arithmetic import arithmetic_problems, arithmetic_splits
+    from grpo_desktop.engine.data.dataset import load_data
 
     assert arithmetic_problems(0, 2, seed=1) == []
     train, held = arithmetic_splits(5, 0, 2, seed=1)

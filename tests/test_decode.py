@@ -1,4 +1,4 @@
-"""The lean decode step (engine/decode.py): the same logits as the model's own forward for Llama
+"""The lean decode step (engine/sampling/decode.py): the same logits as the model's own forward for Llama
 and Qwen2 (biases, grouped heads, left padding, shared prompts), the same sampled tokens, and
 only for models it can run exactly."""
 
@@ -8,9 +8,10 @@ import pytest
 import torch
 from decoding import forward_step
 
-from grpo_desktop.engine import decode, kernels, sampler
-from grpo_desktop.engine.rollout import generate_completions, tokenize_prompts
-from grpo_desktop.engine.tiny import build_tiny_model
+from grpo_desktop.engine.models.tiny import build_tiny_model
+from grpo_desktop.engine.ops import kernels
+from grpo_desktop.engine.sampling import decode, sampler
+from grpo_desktop.engine.sampling.rollout import generate_completions, tokenize_prompts
 
 PROMPTS = ["<|user|>What is 17 × 24?<|end|><|assistant|>", "<|user|>Hi<|end|><|assistant|>"]
 
@@ -26,7 +27,7 @@ def model_and_tokenizer(request, tmp_path_factory):
 
 @pytest.fixture(params=["f.linear", "onednn"])
 def linear_kernel(request, choose_linear):
-    """Both products the decoder may run on: torch's own and oneDNN's (engine/kernels.py)."""
+    """Both products the decoder may run on: torch's own and oneDNN's (engine/ops/kernels.py)."""
     if request.param == "onednn" and kernels._op() is None:
         pytest.skip("this torch has no oneDNN linear")
     choose_linear("1" if request.param == "onednn" else "0")

@@ -1,5 +1,5 @@
-"""The fixed-shape decode step for CUDA (engine/decode_static.py) and its graph wrapper
-(engine/decode_graph.py), on the CPU: the logits of the model's forward at every step, the same
+"""The fixed-shape decode step for CUDA (engine/sampling/decode_static.py) and its graph wrapper
+(engine/sampling/decode_graph.py), on the CPU: the logits of the model's forward at every step, the same
 greedy and seeded sampled tokens as the forward path (Llama and Qwen2, LoRA folded, prompts of
 different lengths left-padded, several EOS ids), 4-bit LoRA layers called as modules, the graph
 wrapper's fallback when capture is unavailable or disagrees, and bf16 weights restored bit for bit
@@ -14,10 +14,10 @@ import pytest
 import torch
 from decoding import forward_step
 
-from grpo_desktop.engine import decode_graph, sampler
-from grpo_desktop.engine.decode_static import static_decoder
-from grpo_desktop.engine.rollout import generate_completions, tokenize_prompts
-from grpo_desktop.engine.tiny import tiny_model
+from grpo_desktop.engine.models.tiny import tiny_model
+from grpo_desktop.engine.sampling import decode_graph, sampler
+from grpo_desktop.engine.sampling.decode_static import static_decoder
+from grpo_desktop.engine.sampling.rollout import generate_completions, tokenize_prompts
 
 PROMPTS = [
     "<|user|>What is 17 × 24?<|end|><|assistant|>",
@@ -141,7 +141,7 @@ def test_a_static_step_that_disagrees_with_the_forward_hands_over_to_it(
     """The first token's check against the model's forward: a static step that computes
     something else (here its logits halved) or fails is dropped after one warning, and the
     forward decodes from that token on, giving the forward path's tokens."""
-    from grpo_desktop.engine import decode_static
+    from grpo_desktop.engine.sampling import decode_static
 
     choose_linear("0")
     model, tok = lora_model
@@ -258,7 +258,7 @@ def test_4bit_lora_layers_are_called_as_modules_and_match_the_forward(tiny_model
     import bitsandbytes as bnb
 
     from grpo_desktop.engine.config import TrainConfig
-    from grpo_desktop.engine.modeling import load_policy
+    from grpo_desktop.engine.models.loading import load_policy
 
     cfg = TrainConfig().replace(
         model={"name_or_path": tiny_model_dir}, quantization={"mode": "4bit"}

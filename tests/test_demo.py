@@ -13,7 +13,8 @@ from importlib import resources
 import pytest
 
 from grpo_desktop.cli import main
-from grpo_desktop.engine.arithmetic import (
+from grpo_desktop.engine.config.demo import DEMO_STEPS, demo_config
+from grpo_desktop.engine.data.arithmetic import (
     POOLS,
     arithmetic_problems,
     arithmetic_splits,
@@ -21,8 +22,7 @@ from grpo_desktop.engine.arithmetic import (
     pool_size,
     problem_count,
 )
-from grpo_desktop.engine.data import load_data
-from grpo_desktop.engine.demo import DEMO_STEPS, demo_config
+from grpo_desktop.engine.data.dataset import load_data
 
 
 def _pool(question: str) -> str:
@@ -71,9 +71,9 @@ def test_shipped_demo_model_loads_offline_and_answers_in_format(monkeypatch):
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     import torch
 
-    from grpo_desktop.engine.eval_target import held_out_examples
-    from grpo_desktop.engine.evaluate import evaluate
-    from grpo_desktop.engine.modeling import builtin_model_path, load_policy
+    from grpo_desktop.engine.grpo.evaluate import evaluate
+    from grpo_desktop.engine.models.loading import builtin_model_path, load_policy
+    from grpo_desktop.engine.variants.eval_target import held_out_examples
 
     shipped = resources.files("grpo_desktop") / "resources" / "demo_model"
     assert builtin_model_path("demo") == str(shipped)  # the package's copy, not a random model
@@ -138,7 +138,7 @@ def test_demo_preset_is_valid_and_sized_for_a_laptop():
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_short_demo_run_raises_accuracy_and_reward():
-    from grpo_desktop.engine.trainer import train
+    from grpo_desktop.engine.grpo.trainer import train
 
     cfg = demo_config().replace(
         run={"max_steps": 60, "eval_every": 0, "seed": 1}, data={"eval_size": 100}

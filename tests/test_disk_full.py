@@ -22,9 +22,9 @@ import sys
 import pytest
 from hazards import ROOT, small_config, temporary_files, train_in_process
 
-from grpo_desktop.engine import checkpoint
 from grpo_desktop.engine.events import read_events
-from grpo_desktop.engine.run_layout import checkpoint_problem, list_checkpoints
+from grpo_desktop.engine.runs import checkpoint
+from grpo_desktop.engine.runs.layout import checkpoint_problem, list_checkpoints
 
 SMALL_DISK_ENV = "GRPO_TEST_SMALL_DISK"
 FULL = "The disk is full ("
@@ -81,7 +81,7 @@ def fill(name, leave):
     os.truncate(path, max(0, os.path.getsize(path) - max(0, leave - free)))
 
 from grpo_desktop.engine.config import load_config
-from grpo_desktop.engine.trainer import train
+from grpo_desktop.engine.grpo.trainer import train
 
 last = list(train(load_config(sys.argv[4]), run_dir=run))[-1]  # one step, one checkpoint
 result = {"first": {"code": 0 if last.status == "completed" else 1, "err": last.message}}

@@ -1,4 +1,4 @@
-"""engine/draw.py: the two-level inverse-CDF draw follows the distribution exactly, never picks a
+"""engine/ops/draw.py: the two-level inverse-CDF draw follows the distribution exactly, never picks a
 masked token, and top-p through topk equals the full sort at any vocabulary."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grpo_desktop.engine import draw as draw_module
-from grpo_desktop.engine.draw import (
+from grpo_desktop.engine.ops import draw as draw_module
+from grpo_desktop.engine.ops.draw import (
     BLOCK,
     DivergedError,
     _blocks,

@@ -1,4 +1,4 @@
-"""The memory and time estimate before Start (issue 14 §2): engine/estimate.py and the CLI.
+"""The memory and time estimate before Start (issue 14 §2): engine/estimate/fit.py and the CLI.
 
 Validated against measured peak RSS by bench/estimate.py (README there); these tests pin what
 must hold whatever the calibration: the parts add up to the total, the parameter count read on
@@ -15,9 +15,9 @@ import sys
 import pytest
 
 from grpo_desktop.engine.config import TrainConfig
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.engine.errors import ModelError
-from grpo_desktop.engine.estimate import estimate_run
+from grpo_desktop.engine.estimate.fit import estimate_run
 
 KEYS = {
     "model",
@@ -106,7 +106,7 @@ def test_the_parts_add_up_to_the_total(demo_estimate):
 
 
 def test_meta_device_count_is_the_loaded_models_including_4bit(micro_model_dir):
-    from grpo_desktop.engine.modeling import load_policy
+    from grpo_desktop.engine.models.loading import load_policy
 
     for sections in ({"lora": {"enabled": False}}, {"quantization": {"mode": "4bit"}}):
         cfg = _cfg(micro_model_dir, **sections)
@@ -163,10 +163,10 @@ def test_more_rows_longer_completions_full_training_and_no_quantization_cost_mor
 
 
 def test_top_p_costs_decode_time_in_proportion_to_the_vocabulary(qwen_config_dir, monkeypatch):
-    """engine/draw.py's nucleus is a topk over every row's logits at every token: at Qwen's
+    """engine/ops/draw.py's nucleus is a topk over every row's logits at every token: at Qwen's
     151,936 tokens the estimate's sampling time grows by that work when top-p < 1."""
-    from grpo_desktop.engine import estimate
-    from grpo_desktop.engine import estimate_time as em
+    from grpo_desktop.engine.estimate import fit as estimate
+    from grpo_desktop.engine.estimate import timing as em
 
     # The CPU's speed pinned (the estimate times it once per process; other tests re-time it).
     monkeypatch.setattr(estimate, "_cpu_speed", (2e11, 2e10))

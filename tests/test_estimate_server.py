@@ -1,5 +1,5 @@
-"""The estimate child (engine/estimate_server.py) as the app runs it: a real
-`python -m grpo_desktop.engine.estimate_server` process, one JSON line in and one out. It answers
+"""The estimate child (engine/estimate/server.py) as the app runs it: a real
+`python -m grpo_desktop.engine.estimate.server` process, one JSON line in and one out. It answers
 with estimate_run's own dict, asks CUDA nothing when given a GPU's facts, and a bad request is
 an error line after which it keeps serving; end of input ends it."""
 
@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from grpo_desktop.engine.demo import demo_config
-from grpo_desktop.engine.estimate import estimate_run
-from grpo_desktop.engine.estimate_server import estimate_args
+from grpo_desktop.engine.config.demo import demo_config
+from grpo_desktop.engine.estimate.fit import estimate_run
+from grpo_desktop.engine.estimate.server import estimate_args
 
 GB = 10**9
 # An RTX 4090 as the app's device probe reports it (ui/run/system_info.py), so the estimate's
@@ -27,7 +27,7 @@ SPEED_KEYS = ("seconds_per_step", "seconds_detail")  # from the CPU's measured s
 @pytest.fixture(scope="module")
 def child():
     proc = subprocess.Popen(
-        [sys.executable, "-m", "grpo_desktop.engine.estimate_server"],
+        [sys.executable, "-m", "grpo_desktop.engine.estimate.server"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
 

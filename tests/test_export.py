@@ -25,9 +25,14 @@ import torch
 from export_runs import perturb_lora_b, small_demo, train_run
 from hazards import small_config
 
-from grpo_desktop.engine.export import ExportCancelled, ExportError, MissingBaseModel, export
-from grpo_desktop.engine.export_plan import safetensors_tensors
-from grpo_desktop.engine.run_layout import list_checkpoints
+from grpo_desktop.engine.export.pipeline import (
+    ExportCancelled,
+    ExportError,
+    MissingBaseModel,
+    export,
+)
+from grpo_desktop.engine.export.plan import safetensors_tensors
+from grpo_desktop.engine.runs.layout import list_checkpoints
 
 PROBLEMS = ["What is 12 * 34?", "What is 57 * 8?", "What is 90 * 21?"]
 
@@ -46,7 +51,7 @@ def full_run(tmp_path_factory) -> str:
 
 def greedy(model, tokenizer, system_prompt: str, n: int = 16) -> list[list[int]]:
     """Greedy token ids for each of PROBLEMS, prompted as the run prompts."""
-    from grpo_desktop.engine.data import build_prompt
+    from grpo_desktop.engine.data.dataset import build_prompt
 
     out = []
     for problem in PROBLEMS:
@@ -61,9 +66,9 @@ def greedy(model, tokenizer, system_prompt: str, n: int = 16) -> list[list[int]]
 
 def run_checkpoint_policy(run_dir: str):
     """The run's newest checkpoint as the app loads it (engine.load_policy)."""
-    from grpo_desktop.engine.checkpoint import weights_path
-    from grpo_desktop.engine.modeling import load_policy
-    from grpo_desktop.engine.trainer import read_run_config
+    from grpo_desktop.engine.models.loading import load_policy
+    from grpo_desktop.engine.runs.checkpoint import weights_path
+    from grpo_desktop.engine.runs.files import read_run_config
 
     cfg = read_run_config(run_dir)
     folder, is_adapter = weights_path(list_checkpoints(run_dir)[-1][1])
@@ -175,7 +180,7 @@ def test_checkpoint_steps_and_runs_without_one(lora_run, tmp_path):
 def test_a_missing_base_model_is_named_with_the_fix(lora_run, tmp_path):
     import shutil
 
-    from grpo_desktop.engine.trainer import read_run_config
+    from grpo_desktop.engine.runs.files import read_run_config
 
     moved = tmp_path / "run"
     shutil.copytree(lora_run, moved)
@@ -353,7 +358,7 @@ def test_cli_refuses_before_writing_when_the_disk_is_too_small(lora_run, tmp_pat
 
 def test_gguf_is_made_from_the_merged_model(tmp_path):
     """`--format gguf` merges first (into a temporary folder, gone afterwards), then the GGUF
-    writer (engine/export_gguf.py) makes one .gguf and a Modelfile from it: the q projection in
+    writer (engine/export/gguf.py) makes one .gguf and a Modelfile from it: the q projection in
     the file is the merged one (W + s·B·A), not the base's. A small Qwen2-family model with a
     BPE tokenizer (tests/gguf_models.py) and a real LoRA run on it."""
     from gguf import GGUFReader
@@ -381,8 +386,8 @@ def test_gguf_is_made_from_the_merged_model(tmp_path):
 def test_an_architecture_transformers_cannot_load_is_named(lora_run, tmp_path):
     import shutil
 
-    from grpo_desktop.engine.export_merge import UnsupportedArchitecture
-    from grpo_desktop.engine.trainer import read_run_config
+    from grpo_desktop.engine.export.merge import UnsupportedArchitecture
+    from grpo_desktop.engine.runs.files import read_run_config
 
     cfg = read_run_config(lora_run)
     base = tmp_path / "mystery-model"

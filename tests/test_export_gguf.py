@@ -1,4 +1,4 @@
-"""GGUF export (engine/export_gguf.py): the files read back with the `gguf` package's reader.
+"""GGUF export (engine/export/gguf.py): the files read back with the `gguf` package's reader.
 
 Small Llama-3-shaped and Qwen2.5-shaped models (tests/gguf_models.py: the families' real special
 tokens, EOS lists, chat templates and pre-tokenizer regexes; a 4,000-entry BPE vocabulary, 64
@@ -31,9 +31,9 @@ from gguf_models import (  # noqa: E402
     values,
 )
 
-from grpo_desktop.engine import shapes  # noqa: E402
-from grpo_desktop.engine.export_gguf import write_gguf  # noqa: E402
-from grpo_desktop.engine.gguf_vocab import read_vocab  # noqa: E402
+from grpo_desktop.engine.models import shapes  # noqa: E402
+from grpo_desktop.engine.export.gguf import write_gguf  # noqa: E402
+from grpo_desktop.engine.export.gguf_vocab import read_vocab  # noqa: E402
 
 F16, F32, Q8_0 = GGMLQuantizationType.F16, GGMLQuantizationType.F32, GGMLQuantizationType.Q8_0
 

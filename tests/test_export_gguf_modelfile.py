@@ -28,10 +28,10 @@ from gguf_models import (  # noqa: E402
     values,
 )
 
-from grpo_desktop.engine import shapes  # noqa: E402
+from grpo_desktop.engine.models import shapes  # noqa: E402
 from grpo_desktop.engine.errors import ModelError  # noqa: E402
-from grpo_desktop.engine.export_gguf import write_gguf  # noqa: E402
-from grpo_desktop.engine.gguf_modelfile import chat_form  # noqa: E402
+from grpo_desktop.engine.export.gguf import write_gguf  # noqa: E402
+from grpo_desktop.engine.export.modelfile import chat_form  # noqa: E402
 
 
 @pytest.fixture(scope="module")

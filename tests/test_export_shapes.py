@@ -1,6 +1,6 @@
 """Export on a realistic-shape model and from a 4-bit run (issue 17 §3), the slow part.
 
-- A LoRA run on qwen2.5-0.5b-shaped (engine/shapes.py: Qwen2.5-0.5B's width and 151,936-row
+- A LoRA run on qwen2.5-0.5b-shaped (engine/models/shapes.py: Qwen2.5-0.5B's width and 151,936-row
   vocabulary, two layers, bfloat16 weights, two EOS ids): the merged export is written in the
   base's bfloat16, its generation_config stops at both of the run's stop ids, and loaded in
   float32 (as the app runs it on the CPU) its logits on the checkpoint's greedy answers are the
@@ -22,8 +22,8 @@ from export_runs import perturb_lora_b, train_run
 from hazards import small_config
 from test_export import PROBLEMS, greedy, run_checkpoint_policy
 
-from grpo_desktop.engine.export import export
-from grpo_desktop.engine.export_plan import safetensors_tensors
+from grpo_desktop.engine.export.pipeline import export
+from grpo_desktop.engine.export.plan import safetensors_tensors
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +57,7 @@ def test_merged_realistic_shape_answers_as_the_checkpoint(shaped_run, tmp_path):
     # model whose top logits nearly tie, a greedy token can flip (it did here: 1 of 30). Checked
     # teacher-forced on the checkpoint's own greedy answers: logits within bfloat16 rounding, and
     # the same argmax wherever the checkpoint's top two are further apart than that.
-    from grpo_desktop.engine.data import build_prompt
+    from grpo_desktop.engine.data.dataset import build_prompt
 
     for problem, answer in zip(PROBLEMS, expected, strict=True):
         prompt = tokenizer(build_prompt(tokenizer, problem, system)).input_ids

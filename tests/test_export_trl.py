@@ -1,4 +1,4 @@
-"""The TRL export (engine/export_trl.py, export_trl_map.py): every mapped setting reaches the
+"""The TRL export (engine/export/trl_project.py, export_trl_map.py): every mapped setting reaches the
 GRPOConfig (or peft, bitsandbytes, data, reward settings) that the exported train.py builds from
 the exported settings.json, the command line overrides it, B·G splits over any number of
 processes, the README lists what TRL cannot do, the versions are pinned, the CLI exports.
@@ -17,13 +17,13 @@ from importlib import metadata
 import pytest
 from trl_export import BASE, export_settings, grpo, make_project, run
 
-from grpo_desktop.engine.export_trl import (
+from grpo_desktop.engine.export.trl_map import MAPPED, UNMAPPED, batch_layout
+from grpo_desktop.engine.export.trl_project import (
     ACCELERATE_CONFIGS,
     TESTED_VERSIONS,
     requirements,
     write_trl_project,
 )
-from grpo_desktop.engine.export_trl_map import MAPPED, UNMAPPED, batch_layout
 
 pytest.importorskip("trl")
 
@@ -313,7 +313,7 @@ def test_requirements_pin_the_installed_tested_versions():
 def test_export_imports_no_torch(tmp_path):
     code = (
         "import sys\n"
-        "from grpo_desktop.engine.export_trl import write_trl_project\n"
+        "from grpo_desktop.engine.export.trl_project import write_trl_project\n"
         "from grpo_desktop.engine.config import TrainConfig\n"
         f"write_trl_project(TrainConfig(), {str(tmp_path)!r})\n"
         "print(sorted(m for m in ('torch', 'transformers', 'trl', 'datasets') if m in sys.modules))\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from trl_export import BASE, load_train, make_project, run
 
-from grpo_desktop.engine.export_trl import write_trl_project
+from grpo_desktop.engine.export.trl_project import write_trl_project
 
 pytest.importorskip("trl")
 
@@ -27,7 +27,7 @@ def project(tmp_path_factory):
 
 
 def _templates():
-    from grpo_desktop.engine.tiny import build_tokenizer
+    from grpo_desktop.engine.models.tiny import build_tokenizer
 
     chat = build_tokenizer()
     plain = build_tokenizer()
@@ -43,7 +43,7 @@ def _templates():
 @pytest.mark.parametrize("kind", ["chat", "plain", "no_system"])
 @pytest.mark.parametrize("system", ["Think first.", ""])
 def test_prompts_render_as_the_apps(project, kind, system):
-    from grpo_desktop.engine.data import build_prompt
+    from grpo_desktop.engine.data.dataset import build_prompt
 
     _, train = project
     tok = _templates()[kind]
@@ -58,8 +58,8 @@ def test_prompts_render_as_the_apps(project, kind, system):
 
 
 def test_file_data_keeps_the_apps_rows_columns_and_answers(project, tmp_path):
-    from grpo_desktop.engine.data import load_data
-    from grpo_desktop.engine.tiny import build_tokenizer
+    from grpo_desktop.engine.data.dataset import load_data
+    from grpo_desktop.engine.models.tiny import build_tokenizer
 
     _, train = project
     rows = tmp_path / "gsm.jsonl"
@@ -94,8 +94,8 @@ def test_file_data_keeps_the_apps_rows_columns_and_answers(project, tmp_path):
 
 
 def test_rewards_score_as_the_apps_reward_set(project, tmp_path):
-    from grpo_desktop.engine.rewards import RewardSet
-    from grpo_desktop.engine.tiny import build_tokenizer
+    from grpo_desktop.engine.models.tiny import build_tokenizer
+    from grpo_desktop.engine.rewards.functions import RewardSet
 
     _, train = project
     checker = "def check(completion, answer, prompt):\n    if 'boom' in completion:\n        raise ValueError('boom')\n    return float(answer in completion)\n"

@@ -1,4 +1,4 @@
-"""Log-probs from hidden states a chunk of logits at a time (engine/fused_head.py, engine/logps.py).
+"""Log-probs from hidden states a chunk of logits at a time (engine/ops/fused_head.py, engine/sampling/logps.py).
 
 Every result is checked against the plain computation: the model's own forward, its full logits
 divided by the temperature, log_softmax and gather — log-probs, entropies and gradients (hidden
@@ -13,9 +13,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grpo_desktop.engine import logps as logps_module
-from grpo_desktop.engine.fused_head import chunk_tokens, head_logps
-from grpo_desktop.engine.logps import decoder_and_head, token_logps
+from grpo_desktop.engine.ops.fused_head import chunk_tokens, head_logps
+from grpo_desktop.engine.sampling import logps as logps_module
+from grpo_desktop.engine.sampling.logps import decoder_and_head, token_logps
 
 REAL_VOCAB = 151_936  # Qwen2.5's embedding rows
 
@@ -257,7 +257,7 @@ def test_float32_master_weights_score_the_head_under_the_models_autocast(tiny_mo
     bfloat16 differ from the model's own autocast backward by bfloat16 rounding (~0.5 %), so both
     are held against float32 ones: the fused ones are as close."""
     from grpo_desktop.engine.config import TrainConfig
-    from grpo_desktop.engine.modeling import load_policy
+    from grpo_desktop.engine.models.loading import load_policy
 
     cfg = TrainConfig().replace(
         model={"name_or_path": tiny_model_dir, "dtype": "bfloat16", "device": "cpu"},

@@ -1,4 +1,4 @@
-"""Health alarms (engine/health.py): each kind fires on its scripted scenario within 20 steps,
+"""Health alarms (engine/health/monitors.py): each kind fires on its scripted scenario within 20 steps,
 exactly once, healthy metrics raise none, a resumed run does not raise a kind again, and a real
 run on the tiny model yields them into events.jsonl.
 
@@ -20,8 +20,8 @@ from grpo_desktop.engine.alarm_kinds import ALARMS, HEALTH_KINDS
 from grpo_desktop.engine.config import SECTIONS, TrainConfig, validate
 from grpo_desktop.engine.control import TrainControl
 from grpo_desktop.engine.events import ALERT_KINDS, read_events
-from grpo_desktop.engine.health import HealthMonitor, logged_events
-from grpo_desktop.engine.trainer import train
+from grpo_desktop.engine.grpo.trainer import train
+from grpo_desktop.engine.health.monitors import HealthMonitor, logged_events
 
 G = 4
 

@@ -13,10 +13,10 @@ import os
 
 import pytest
 
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.engine.control import TrainControl
-from grpo_desktop.engine.demo import demo_config
-from grpo_desktop.engine.health import HealthMonitor, logged_events
-from grpo_desktop.engine.trainer import train
+from grpo_desktop.engine.grpo.trainer import train
+from grpo_desktop.engine.health.monitors import HealthMonitor, logged_events
 
 # A 100-step demo run takes 1.5 minutes on 2 free cores, over 10 on a busy machine: past the
 # suite's 600 s limit per test.

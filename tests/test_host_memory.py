@@ -1,4 +1,4 @@
-"""engine/host_memory.py: free heap pages go back to the system, and a CPU decode with a large
+"""engine/ops/host_memory.py: free heap pages go back to the system, and a CPU decode with a large
 vocabulary trims now and then (the demo's never), sampling exactly the same tokens."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import textwrap
 import pytest
 import torch
 
-from grpo_desktop.engine import host_memory
-from grpo_desktop.engine.sampler import sample_tokens
+from grpo_desktop.engine.ops import host_memory
+from grpo_desktop.engine.sampling.sampler import sample_tokens
 
 # A fresh process (no torch): glibc's mmap threshold rises past 4 MiB after one 8 MiB block is
 # freed, so 40 blocks of 4 MiB then come from the heap, each followed by a 256 KiB block that
@@ -20,7 +20,7 @@ from grpo_desktop.engine.sampler import sample_tokens
 FRAGMENT = textwrap.dedent(
     """
     import ctypes, sys
-    from grpo_desktop.engine import host_memory
+    from grpo_desktop.engine.ops import host_memory
     libc = ctypes.CDLL("libc.so.6")
     libc.malloc.restype = ctypes.c_void_p
     libc.free.argtypes = [ctypes.c_void_p]

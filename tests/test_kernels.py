@@ -1,4 +1,4 @@
-"""Float32 linears in oneDNN (engine/kernels.py): the same values and gradients as F.linear, used
+"""Float32 linears in oneDNN (engine/ops/kernels.py): the same values and gradients as F.linear, used
 only inside `fast_linear()` for float32 CPU tensors, only when the op checks out, and off with
 GRPO_DESKTOP_ONEDNN=0. A tiny model's log-probs and gradients, full and LoRA, are unchanged."""
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grpo_desktop.engine import kernels
-from grpo_desktop.engine.rollout import token_logps
+from grpo_desktop.engine.ops import kernels
+from grpo_desktop.engine.sampling.rollout import token_logps
 
 pytestmark = pytest.mark.skipif(kernels._op() is None, reason="this torch has no oneDNN linear")
 

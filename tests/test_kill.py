@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from grpo_desktop.engine.checkpoint import list_checkpoints
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.events import read_events
+from grpo_desktop.engine.runs.checkpoint import list_checkpoints
 from grpo_desktop.session.document import load_session, new_session
 from grpo_desktop.session.history import RunHistory
 

@@ -1,4 +1,4 @@
-"""The answer-level Lab's math (engine/lab_answers.py) against the lesson "Training a reasoner with
+"""The answer-level Lab's math (engine/lab/answers.py) against the lesson "Training a reasoner with
 GRPO" (shared/seeds/000): its worked step on 17 × 24 and its signal-probability table, then what
 the lab shows when it plays: strict and sloppy checkers, and β's pull back to the start."""
 
@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from grpo_desktop.engine.lab_answers import (
+from grpo_desktop.engine.lab.answers import (
     ANSWERS,
     HEDGE,
     LESSON_GROUP,

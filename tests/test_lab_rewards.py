@@ -1,4 +1,4 @@
-"""The reward-design Lab's model (engine/lab_rewards.py, lab_verdicts.py): its rewards and
+"""The reward-design Lab's model (engine/lab/rewards.py, lab_verdicts.py): its rewards and
 advantages are the engine's, and its verdicts name the lesson's three failure modes.
 
 The real rollouts are one step of the built-in demo (8 prompts × G = 8, with a custom checker of
@@ -21,8 +21,8 @@ import pytest
 
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.events import Rollouts
-from grpo_desktop.engine.lab_rewards import LabSettings, RewardLab
-from grpo_desktop.engine.rewards import RewardSet
+from grpo_desktop.engine.lab.rewards import LabSettings, RewardLab
+from grpo_desktop.engine.rewards.functions import RewardSet
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "lab_step", "events.jsonl")
 G = 8

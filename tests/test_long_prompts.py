@@ -13,11 +13,11 @@ import pytest
 from test_trainer import toy_config
 
 from grpo_desktop.engine.control import TrainControl
-from grpo_desktop.engine.data import build_prompt
-from grpo_desktop.engine.rollout import overlong_prompts
-from grpo_desktop.engine.step import SHOWN_PROMPT_CHARS, shown_prompt
-from grpo_desktop.engine.tiny import build_tokenizer
-from grpo_desktop.engine.trainer import train
+from grpo_desktop.engine.data.dataset import build_prompt
+from grpo_desktop.engine.grpo.step import SHOWN_PROMPT_CHARS, shown_prompt
+from grpo_desktop.engine.grpo.trainer import train
+from grpo_desktop.engine.models.tiny import build_tokenizer
+from grpo_desktop.engine.sampling.rollout import overlong_prompts
 
 
 def _byte_level_bpe():

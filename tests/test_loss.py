@@ -1,4 +1,4 @@
-"""Pins the GRPO math of engine.loss with hand-derived values from the lessons and GRPO.md."""
+"""Pins the GRPO math of engine.grpo.loss with hand-derived values from the lessons and GRPO.md."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from grpo_desktop.engine.loss import (
+from grpo_desktop.engine.grpo.loss import (
     LossOutput,
     advantage_histogram,
     compute_advantages,

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import torch
 
-from grpo_desktop.engine import micro_batch, trainer
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.control import TrainControl
-from grpo_desktop.engine.data import load_data
-from grpo_desktop.engine.fused_head import CHUNK_ELEMENTS, chunk_tokens
-from grpo_desktop.engine.memory_estimate import (
+from grpo_desktop.engine.data.dataset import load_data
+from grpo_desktop.engine.estimate import micro_batch
+from grpo_desktop.engine.estimate.memory import (
     USABLE_FRACTION,
     ModelShape,
     activation_bytes_per_row,
@@ -25,11 +24,13 @@ from grpo_desktop.engine.memory_estimate import (
     fixed_pass_bytes,
     rows_per_pass,
 )
-from grpo_desktop.engine.micro_batch import RowsPerPass
-from grpo_desktop.engine.modeling import load_policy
-from grpo_desktop.engine.rewards import RewardSet
-from grpo_desktop.engine.step import grpo_step, sample_groups
-from grpo_desktop.engine.trainer import make_scheduler, train
+from grpo_desktop.engine.estimate.micro_batch import RowsPerPass
+from grpo_desktop.engine.grpo import trainer
+from grpo_desktop.engine.grpo.step import grpo_step, sample_groups
+from grpo_desktop.engine.grpo.trainer import make_scheduler, train
+from grpo_desktop.engine.models.loading import load_policy
+from grpo_desktop.engine.ops.fused_head import CHUNK_ELEMENTS, chunk_tokens
+from grpo_desktop.engine.rewards.functions import RewardSet
 
 QWEN_05B = {
     "hidden_size": 896,

@@ -7,8 +7,8 @@ import torch
 
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.errors import ModelError
-from grpo_desktop.engine.modeling import load_policy, resolve_model_path
-from grpo_desktop.engine.rollout import generate_completions, token_logps, tokenize_prompts
+from grpo_desktop.engine.models.loading import load_policy, resolve_model_path
+from grpo_desktop.engine.sampling.rollout import generate_completions, token_logps, tokenize_prompts
 
 
 def _cfg(path, **sections):
@@ -118,7 +118,7 @@ def test_4bit_gradients_do_not_change_after_generation(tiny_model_dir):
 
 
 def test_the_run_names_the_model_as_the_user_chose_it_not_its_resolved_folder():
-    from grpo_desktop.engine.demo import demo_config
+    from grpo_desktop.engine.config.demo import demo_config
 
     policy = load_policy(demo_config())
     assert policy.name == "builtin:demo"  # not .../site-packages/grpo_desktop/resources/...

@@ -2,7 +2,7 @@
 model does not (several EOS ids, a BOS, a generation_config with its own sampling settings,
 half-precision weights, 4-bit and 8-bit layers) is handled as the run's settings say.
 
-The 128k/152k-vocabulary models (engine/shapes.py) are used where the vocabulary or the tokenizer
+The 128k/152k-vocabulary models (engine/models/shapes.py) are used where the vocabulary or the tokenizer
 matters; the tiny model everywhere else (its forward is cheap on two cores)."""
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from grpo_desktop.engine import kernels
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.control import TrainControl
-from grpo_desktop.engine.data import Example, build_prompt
-from grpo_desktop.engine.evaluate import evaluate
-from grpo_desktop.engine.modeling import auto_dtype, load_kwargs, load_policy, load_tokenizer
-from grpo_desktop.engine.rollout import (
+from grpo_desktop.engine.data.dataset import Example, build_prompt
+from grpo_desktop.engine.grpo.evaluate import evaluate
+from grpo_desktop.engine.grpo.trainer import train
+from grpo_desktop.engine.models.loading import auto_dtype, load_kwargs, load_policy, load_tokenizer
+from grpo_desktop.engine.models.tiny import tiny_model
+from grpo_desktop.engine.ops import kernels
+from grpo_desktop.engine.sampling.rollout import (
     completion_mask,
     generate_completions,
     overlong_prompts,
@@ -30,8 +32,6 @@ from grpo_desktop.engine.rollout import (
     token_logps,
     tokenize_prompts,
 )
-from grpo_desktop.engine.tiny import tiny_model
-from grpo_desktop.engine.trainer import train
 
 LLAMA, LLAMA_BASE = "llama-3-shaped", "llama-3-base-shaped"
 END_OF_TEXT, BOS = 128001, 128000

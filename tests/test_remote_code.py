@@ -21,7 +21,7 @@ from hazards import (
     write_session,
 )
 
-from grpo_desktop.engine.remote_code import (
+from grpo_desktop.engine.models.remote_code import (
     RemoteCodePermission,
     RemoteCodeRefused,
     code_to_trust,
@@ -63,7 +63,7 @@ def test_the_fingerprint_is_the_code_not_where_it_lies(tmp_path, shipped, micro_
 
 
 def test_the_loaders_refuse_model_code_without_a_permission(shipped, marker):
-    from grpo_desktop.engine.modeling import load_policy, load_tokenizer
+    from grpo_desktop.engine.models.loading import load_policy, load_tokenizer
 
     cfg = small_config(shipped).replace(model={"trust_remote_code": True})
     with pytest.raises(RemoteCodeRefused, match="has not been trusted"):

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from grpo_desktop.engine import checker
-from grpo_desktop.engine.checker import CheckerProcess, CheckResult, compile_checker
+from grpo_desktop.engine.checker import runner as checker
+from grpo_desktop.engine.checker.runner import CheckerProcess, CheckResult, compile_checker
 from grpo_desktop.engine.config import RewardsConfig
 from grpo_desktop.engine.errors import CheckerError
-from grpo_desktop.engine.rewards import (
+from grpo_desktop.engine.rewards.functions import (
     RewardSet,
     accuracy_reward,
     answers_match,
@@ -447,7 +447,7 @@ def test_checker_values_are_finite_floats(faulty):
 
 def test_reward_modules_stay_light():
     code = (
-        "import sys, grpo_desktop.engine.rewards, grpo_desktop.engine.checker; "
+        "import sys, grpo_desktop.engine.rewards.functions, grpo_desktop.engine.checker.runner; "
         "print(sorted(m for m in ('torch', 'math_verify', 'sympy', 'PySide6') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from grpo_desktop.engine.answer_exact import exact_form
 from grpo_desktop.engine.config import RewardsConfig
-from grpo_desktop.engine.rewards import (
+from grpo_desktop.engine.rewards.exact import exact_form
+from grpo_desktop.engine.rewards.functions import (
     RewardSet,
     _math_verify_equal,
     accuracy_reward,

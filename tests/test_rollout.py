@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from grpo_desktop.engine import logps as logps_module
-from grpo_desktop.engine import sampler
-from grpo_desktop.engine.rollout import (
+from grpo_desktop.engine.sampling import logps as logps_module
+from grpo_desktop.engine.sampling import sampler
+from grpo_desktop.engine.sampling.rollout import (
     completion_mask,
     generate_completions,
     token_logps,

@@ -13,7 +13,7 @@ import shutil
 import pytest
 from hazards import cli, small_config, train_in_process, tree, write_session
 
-from grpo_desktop.engine.run_layout import checkpoint_problem
+from grpo_desktop.engine.runs.layout import checkpoint_problem
 from grpo_desktop.session.document import SessionError, load_session
 from grpo_desktop.session.run_state import clear_run
 

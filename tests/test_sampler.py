@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grpo_desktop.engine import sampler
-from grpo_desktop.engine.draw import nucleus
-from grpo_desktop.engine.rollout import generate_completions, tokenize_prompts
-from grpo_desktop.engine.sampler import sample_tokens
+from grpo_desktop.engine.ops.draw import nucleus
+from grpo_desktop.engine.sampling import sampler
+from grpo_desktop.engine.sampling.rollout import generate_completions, tokenize_prompts
+from grpo_desktop.engine.sampling.sampler import sample_tokens
 
 PROMPTS = ["<|user|>What is 17 × 24?<|end|><|assistant|>", "<|user|>Hi<|end|><|assistant|>"]
 
@@ -203,7 +203,7 @@ def test_lora_merged_restores_after_an_error_and_skips_what_it_cannot_merge(tiny
 def test_a_model_that_gives_nan_logits_stops_sampling_with_a_message(tiny_model_dir):
     """A diverged model (NaN weights) gets a UserError that says what happened and what to do,
     not torch's bare "probability tensor contains nan"."""
-    from grpo_desktop.engine.draw import DivergedError
+    from grpo_desktop.engine.ops.draw import DivergedError
 
     model, tok = _load(tiny_model_dir)
     with torch.no_grad():

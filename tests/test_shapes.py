@@ -1,4 +1,4 @@
-"""Realistic-shape test models (engine/shapes.py): they load through the app's own loader and
+"""Realistic-shape test models (engine/models/shapes.py): they load through the app's own loader and
 generate, and their tokenizers behave as the real families' do (vocabulary size, EOS ids, pad,
 BOS, chat template with a system prompt)."""
 
@@ -13,8 +13,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from grpo_desktop.engine.config import TrainConfig
-from grpo_desktop.engine.modeling import load_policy
-from grpo_desktop.engine.rollout import generate_completions, tokenize_prompts
+from grpo_desktop.engine.models.loading import load_policy
+from grpo_desktop.engine.sampling.rollout import generate_completions, tokenize_prompts
 
 QWEN, LLAMA = "qwen2.5-0.5b-shaped", "llama-3-shaped"
 
@@ -139,7 +139,7 @@ def test_favoured_model_emits_that_token_whatever_the_input(shaped_model_dir):
 def test_command_line_builds_a_folder(tmp_path):
     out = tmp_path / "llama"
     proc = subprocess.run(
-        [sys.executable, "-m", "grpo_desktop.engine.shapes", str(out), "--shape", LLAMA],
+        [sys.executable, "-m", "grpo_desktop.engine.models.shapes", str(out), "--shape", LLAMA],
         capture_output=True,
         text=True,
         timeout=300,
@@ -158,7 +158,7 @@ def test_qwen_1_5b_shape_at_full_depth_has_the_real_parameter_count():
     import pytest
     from transformers.initialization import no_init_weights
 
-    from grpo_desktop.engine.shapes import MAX_LAYERS, SHAPES, build_shaped, model_config
+    from grpo_desktop.engine.models.shapes import MAX_LAYERS, SHAPES, build_shaped, model_config
 
     config = model_config(SHAPES["qwen2.5-1.5b-shaped"], layers=28)
     with torch.device("meta"), no_init_weights():  # initialising meta tensors alone takes 4 s

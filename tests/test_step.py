@@ -6,11 +6,11 @@ import torch
 
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.control import TrainControl
-from grpo_desktop.engine.data import Example
-from grpo_desktop.engine.modeling import load_policy
-from grpo_desktop.engine.rewards import RewardSet
-from grpo_desktop.engine.step import grpo_step, sample_groups
-from grpo_desktop.engine.trainer import make_scheduler, train
+from grpo_desktop.engine.data.dataset import Example
+from grpo_desktop.engine.grpo.step import grpo_step, sample_groups
+from grpo_desktop.engine.grpo.trainer import make_scheduler, train
+from grpo_desktop.engine.models.loading import load_policy
+from grpo_desktop.engine.rewards.functions import RewardSet
 
 # Groups whose answer is a multiple of 5 all score 0 (no spread); others score distinct characters.
 EVEN_IS_FLAT = (

@@ -9,11 +9,11 @@ import threading
 import pytest
 import torch
 
-from grpo_desktop.engine import kernels
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.control import TrainControl
 from grpo_desktop.engine.events import read_events
-from grpo_desktop.engine.trainer import train
+from grpo_desktop.engine.grpo.trainer import train
+from grpo_desktop.engine.ops import kernels
 
 # A learnable toy task for a random model: the reward is the share of digits in the completion.
 # Every group has spread (rewards are continuous), so every step carries signal.

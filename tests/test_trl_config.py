@@ -1,4 +1,4 @@
-"""The config Try and Compare use for a TRL output_dir (engine/trl_config.py), on real folders.
+"""The config Try and Compare use for a TRL output_dir (engine/variants/trl_config.py), on real folders.
 
 An output of a project written by the real TRL export (engine/export_trl.write_trl_project, its
 settings.json one folder up, as `python train.py --output_dir output` leaves it) is tried with
@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import os
 
-from grpo_desktop.engine.demo import demo_config
-from grpo_desktop.engine.export_trl import write_trl_project
-from grpo_desktop.engine.trl_config import exported_settings, trl_run_config
-from grpo_desktop.engine.try_model import run_config
+from grpo_desktop.engine.config.demo import demo_config
+from grpo_desktop.engine.export.trl_project import write_trl_project
+from grpo_desktop.engine.variants.trl_config import exported_settings, trl_run_config
+from grpo_desktop.engine.variants.try_model import run_config
 
 
 def _adapter(folder: str, base: str, r: int = 4) -> None:

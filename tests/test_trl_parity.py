@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from grpo_desktop.engine.loss import compute_advantages, policy_loss
+from grpo_desktop.engine.grpo.loss import compute_advantages, policy_loss
 
 trl = pytest.importorskip("trl")
 from trl import GRPOTrainer  # noqa: E402

@@ -1,5 +1,5 @@
-"""A TRL output_dir's models in Try and Compare: engine/variants.py lists and loads its checkpoint-N
-folders and its final model (engine/trl_variants.py).
+"""A TRL output_dir's models in Try and Compare: engine/variants/run_variants.py lists and loads its checkpoint-N
+folders and its final model (engine/variants/trl_models.py).
 
 The outputs are laid out as TRL's Trainer saves them (save_pretrained into checkpoint-N/ and, with
 `trainer.save_model()`, into the output_dir itself, plus trainer_state.json), from the tiny local
@@ -16,9 +16,9 @@ import os
 import pytest
 import torch
 
-from grpo_desktop.engine.demo import demo_config
-from grpo_desktop.engine.trl_variants import is_trl_output, trl_base_model
-from grpo_desktop.engine.variants import ModelVariants, find_variant, run_variants
+from grpo_desktop.engine.config.demo import demo_config
+from grpo_desktop.engine.variants.run_variants import ModelVariants, find_variant, run_variants
+from grpo_desktop.engine.variants.trl_models import is_trl_output, trl_base_model
 
 
 def _logits(model, tokenizer, text: str = "3+4=") -> torch.Tensor:

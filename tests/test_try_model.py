@@ -1,4 +1,4 @@
-"""Try a trained model (engine/try_model.py) on real demo runs: greedy answers as the held-out
+"""Try a trained model (engine/variants/try_model.py) on real demo runs: greedy answers as the held-out
 evaluation gives them, the base model apart from a checkpoint, streaming, cancel, scoring parts.
 
 The runs are conftest's `trained_run` (the demo model trained for real, a checkpoint a step).
@@ -18,14 +18,15 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from grpo_desktop.engine import checkpoint as ckpt
-from grpo_desktop.engine.data import Example
+from grpo_desktop.engine.data.dataset import Example
 from grpo_desktop.engine.errors import UserError
-from grpo_desktop.engine.evaluate import evaluate
-from grpo_desktop.engine.modeling import load_policy
-from grpo_desktop.engine.shapes import SHAPES, build_tokenizer
-from grpo_desktop.engine.trainer import read_run_config
-from grpo_desktop.engine.try_model import (
+from grpo_desktop.engine.grpo.evaluate import evaluate
+from grpo_desktop.engine.models.loading import load_policy
+from grpo_desktop.engine.models.shapes import SHAPES, build_tokenizer
+from grpo_desktop.engine.runs import checkpoint as ckpt
+from grpo_desktop.engine.runs.files import read_run_config
+from grpo_desktop.engine.variants.run_variants import ModelVariants
+from grpo_desktop.engine.variants.try_model import (
     NO_GOLD,
     UNTRUSTED,
     StreamText,
@@ -34,7 +35,6 @@ from grpo_desktop.engine.try_model import (
     problem_choices,
     run_config,
 )
-from grpo_desktop.engine.variants import ModelVariants
 
 
 def _push_away(run_dir: str, seed: int = 0) -> str:

@@ -14,7 +14,7 @@ import pytest
 from conftest import event_log, fake_events
 from PySide6.QtCore import QSettings
 
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.engine.events import Alert, RunFinished, RunStarted
 from grpo_desktop.ui.main_window import MainWindow
 from grpo_desktop.ui.run.worker import FINISHED

@@ -18,7 +18,7 @@ import pytest
 from conftest import make_fake_train
 from PySide6.QtCore import QSettings
 
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.ui.main_window import MainWindow
 
 CORPUS = os.path.join(os.path.dirname(__file__), "fixtures", "bad_inputs")

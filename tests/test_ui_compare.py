@@ -16,14 +16,14 @@ from dialogs import when_modal
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QFileDialog
 
-from grpo_desktop.engine.compare_table import (
+from grpo_desktop.engine.config.demo import demo_config
+from grpo_desktop.engine.runs.files import read_run_config
+from grpo_desktop.engine.variants.compare_table import (
     CATEGORIES,
     FIXED,
     read_csv,
 )
-from grpo_desktop.engine.demo import demo_config
-from grpo_desktop.engine.eval_target import held_out_examples
-from grpo_desktop.engine.trainer import read_run_config
+from grpo_desktop.engine.variants.eval_target import held_out_examples
 from grpo_desktop.session.document import new_session, save_session
 from grpo_desktop.ui.compare import tips
 from grpo_desktop.ui.compare.runner import live_threads
@@ -253,9 +253,9 @@ def test_the_window_has_a_compare_tab_and_closing_stops_its_work(
 def test_a_cancelled_comparisons_rows_and_a_save_that_fails(qtbot, make_view, tmp_path):
     """What the results say about a comparison cancelled after some problems, and a CSV that
     cannot be written (no model needed: the Comparison is made by hand)."""
-    from grpo_desktop.engine.compare import Comparison
-    from grpo_desktop.engine.compare_table import CompareRow
-    from grpo_desktop.engine.variants import BASE_VARIANT, Variant
+    from grpo_desktop.engine.variants.compare import Comparison
+    from grpo_desktop.engine.variants.compare_table import CompareRow
+    from grpo_desktop.engine.variants.variant import BASE_VARIANT, Variant
 
     view = make_view(_session(tmp_path))
     step = Variant("step-40", "Step 40", 40, str(tmp_path), True)

@@ -1,10 +1,10 @@
 """The "Will it fit?" estimate in the main window (issue 14 §2), with the real engine estimate
-(engine/estimate.py; only the free memory is given, so the verdicts do not depend on this
+(engine/estimate/fit.py; only the free memory is given, so the verdicts do not depend on this
 machine): the demo's parameters and memory parts, updates after edits in the real forms
 (debounced: two quick edits make one estimate), "will not fit" with advice whose Apply button
 changes the setting, an error as a one-line note, nothing while no model is chosen, the running
 settings' estimate kept during a run. The estimate runs in its child process
-(ui/panels/estimate_process.py, engine/estimate_server.py): one real child for the module;
+(ui/panels/estimate_process.py, engine/estimate/server.py): one real child for the module;
 newest wins, a child that dies is restarted once, the GUI process imports no torch and closing
 the window ends the child."""
 
@@ -22,7 +22,7 @@ from conftest import make_fake_train
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QApplication
 
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.session.document import SessionDocument
 from grpo_desktop.ui.main_window import MainWindow
 from grpo_desktop.ui.panels import estimate_process, estimate_text

@@ -32,7 +32,7 @@ def demo_run(tmp_path_factory) -> str:
 @pytest.fixture
 def session(demo_run, tmp_path) -> str:
     run = demo_run
-    from grpo_desktop.engine.export_plan import read_config
+    from grpo_desktop.engine.export.plan import read_config
 
     doc = new_session(str(tmp_path / "Demo.grpo"), read_config(run))
     shutil.copytree(run, doc.run_dir)
@@ -45,7 +45,7 @@ def session(demo_run, tmp_path) -> str:
 def window(show_window, session, tmp_path):
     from conftest import make_fake_train
 
-    from grpo_desktop.engine.export_plan import read_config
+    from grpo_desktop.engine.export.plan import read_config
     from grpo_desktop.ui.main_window import MainWindow
 
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)

@@ -12,7 +12,7 @@ from PySide6.QtGui import QMouseEvent
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.engine.events import Alert
 from grpo_desktop.ui.help import topics as T
 from grpo_desktop.ui.main_window import MainWindow

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from grpo_desktop.engine import hub_access
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
+from grpo_desktop.engine.data import hub as hub_access
 from grpo_desktop.session.document import new_session
 from grpo_desktop.ui.common.tasks import wait_for_all
 from grpo_desktop.ui.panels.dataset_panel import DatasetPanel

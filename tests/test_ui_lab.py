@@ -11,8 +11,8 @@ from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QLabel, QToolBar
 
-from grpo_desktop.engine.demo import demo_config
-from grpo_desktop.engine.lab_answers import HEDGE, RIGHT
+from grpo_desktop.engine.config.demo import demo_config
+from grpo_desktop.engine.lab.answers import HEDGE, RIGHT
 from grpo_desktop.ui.lab import LabWindow
 from grpo_desktop.ui.main_window import MainWindow
 

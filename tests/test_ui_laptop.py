@@ -20,7 +20,7 @@ import json, sys
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
 app = QApplication(sys.argv)
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.ui.main_window import MainWindow
 settings = QSettings(sys.argv[1], QSettings.Format.IniFormat)
 w = MainWindow(demo_config(), settings=settings, probe_device=False)
@@ -141,7 +141,7 @@ def test_the_wheel_scrolls_the_panel_over_an_unfocused_weight_and_edits_a_focuse
 ):
     from PySide6.QtCore import QSettings
 
-    from grpo_desktop.engine.demo import demo_config
+    from grpo_desktop.engine.config.demo import demo_config
     from grpo_desktop.ui.main_window import MainWindow
 
     settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
@@ -171,7 +171,7 @@ def test_every_number_and_choice_field_of_the_settings_panels_waits_for_focus(
 ):
     from PySide6.QtCore import QSettings, Qt
 
-    from grpo_desktop.engine.demo import demo_config
+    from grpo_desktop.engine.config.demo import demo_config
     from grpo_desktop.ui.common.wheel_guard import GUARDED
     from grpo_desktop.ui.main_window import MainWindow
 
@@ -193,7 +193,7 @@ import json, sys
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
 app = QApplication(sys.argv)
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.ui.main_window import MainWindow
 from grpo_desktop.ui.common.tasks import wait_for_all
 w = MainWindow(demo_config(), settings=QSettings(sys.argv[1], QSettings.Format.IniFormat),

@@ -12,7 +12,7 @@ import pytest
 from conftest import make_fake_train
 from PySide6.QtCore import QSettings, Qt
 
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.engine.events import RunFinished, RunStarted, StepMetrics
 from grpo_desktop.session.history import RunHistory
 from grpo_desktop.ui.main_window import MainWindow

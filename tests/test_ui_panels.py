@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from grpo_desktop.engine.config import PRESETS, SECTIONS, TrainConfig
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.session.document import SessionDocument
 from grpo_desktop.ui.common.widgets import SliderSpin
 from grpo_desktop.ui.panels.dataset_panel import DatasetPanel

@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QToolButton
 
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.ui.main_window import MainWindow
 from grpo_desktop.ui.run.worker import FAILED, PAUSED, RUNNING, STOPPED
 

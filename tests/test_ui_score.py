@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.session.document import SessionDocument
 from grpo_desktop.ui.panels.reward_panel import RewardPanel
 from grpo_desktop.ui.panels.score_dialog import ScoreDialog

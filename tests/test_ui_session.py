@@ -15,7 +15,7 @@ from conftest import make_fake_train
 from dialogs import when_modal
 from PySide6.QtCore import QSettings
 
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.session import recovery
 from grpo_desktop.session.document import load_session, new_session
 from grpo_desktop.session.trust import TrustStore

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QSettings
 
-from grpo_desktop.engine.checkpoint import list_checkpoints
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
+from grpo_desktop.engine.runs.checkpoint import list_checkpoints
 from grpo_desktop.ui.main_window import MainWindow
 from grpo_desktop.ui.run.worker import FINISHED, STOPPED
 

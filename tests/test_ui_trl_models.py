@@ -24,8 +24,8 @@ from dialogs import when_modal
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QFileDialog
 
-from grpo_desktop.engine.demo import demo_config
-from grpo_desktop.engine.modeling import resolve_model_path
+from grpo_desktop.engine.config.demo import demo_config
+from grpo_desktop.engine.models.loading import resolve_model_path
 from grpo_desktop.ui.compare import tips as compare_tips
 from grpo_desktop.ui.main_window import MainWindow
 from tests.conftest import make_fake_train
@@ -162,7 +162,7 @@ def test_a_trl_lora_output_is_compared_on_the_held_out_problems(qtbot, window, t
 
 
 def _held_out(w: MainWindow):
-    from grpo_desktop.engine.eval_target import held_out_examples
+    from grpo_desktop.engine.variants.eval_target import held_out_examples
 
     return held_out_examples(w.model.config, 3, 0)
 

@@ -22,7 +22,7 @@ from dialogs import when_modal
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QFileDialog
 
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.engine.events import RunStarted
 from grpo_desktop.session.trl_state import read_state, step_metrics
 from grpo_desktop.ui.main_window import MainWindow

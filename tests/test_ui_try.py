@@ -15,9 +15,9 @@ import shutil
 import pytest
 from PySide6.QtCore import QSettings, Qt
 
-from grpo_desktop.engine.demo import demo_config
-from grpo_desktop.engine.eval_target import held_out_examples
-from grpo_desktop.engine.trainer import read_run_config
+from grpo_desktop.engine.config.demo import demo_config
+from grpo_desktop.engine.runs.files import read_run_config
+from grpo_desktop.engine.variants.eval_target import held_out_examples
 from grpo_desktop.session.document import new_session, save_session
 from grpo_desktop.ui.main_window import MainWindow
 from grpo_desktop.ui.session.model import SessionModel

@@ -20,7 +20,7 @@ from dialogs import when_modal
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMessageBox
 
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.session import recovery
 from grpo_desktop.session.document import load_session, new_session
 from grpo_desktop.ui.main_window import MainWindow

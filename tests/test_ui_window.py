@@ -10,7 +10,7 @@ from conftest import make_fake_train
 from dialogs import answer_box
 from PySide6.QtCore import QPointF, QSettings, Qt
 
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.ui.app import ScriptedRun
 from grpo_desktop.ui.main_window import MainWindow
 from grpo_desktop.ui.run.worker import FAILED, FINISHED, RUNNING, STOPPED

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import make_fake_train
 
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.ui.run.worker import (
     FAILED,
     FINISHED,

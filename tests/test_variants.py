@@ -1,4 +1,4 @@
-"""engine/variants.py: a run's base model and checkpoints, one base in memory, switched by name."""
+"""engine/variants/run_variants.py: a run's base model and checkpoints, one base in memory, switched by name."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from grpo_desktop.engine.errors import UserError
-from grpo_desktop.engine.trainer import read_run_config
-from grpo_desktop.engine.variants import ModelVariants, find_variant, run_variants
+from grpo_desktop.engine.runs.files import read_run_config
+from grpo_desktop.engine.variants.run_variants import ModelVariants, find_variant, run_variants
 
 
 def _greedy(model, tokenizer, text: str = "12+7=") -> list[int]:
-    from grpo_desktop.engine.rollout import generate_completions, tokenize_prompts
+    from grpo_desktop.engine.sampling.rollout import generate_completions, tokenize_prompts
 
     ids, mask = tokenize_prompts(tokenizer, [text], 64, torch.device("cpu"))
     with torch.no_grad():
@@ -43,7 +43,7 @@ def test_lora_checkpoints_switch_on_one_base(trained_run):
     weights, and switching back and forth returns the same outputs (nothing is merged in)."""
     from peft import PeftModel
 
-    from grpo_desktop.engine.modeling import load_policy
+    from grpo_desktop.engine.models.loading import load_policy
 
     run = trained_run(lora=True)
     cfg = read_run_config(run)
@@ -86,8 +86,8 @@ def test_full_fine_tuning_checkpoint_is_a_second_model(trained_run):
 
 
 def test_on_token_streams_and_cancels(trained_run):
-    from grpo_desktop.engine.modeling import load_policy
-    from grpo_desktop.engine.rollout import generate_completions, tokenize_prompts
+    from grpo_desktop.engine.models.loading import load_policy
+    from grpo_desktop.engine.sampling.rollout import generate_completions, tokenize_prompts
 
     policy = load_policy(read_run_config(trained_run(lora=False)), for_inference=True)
     ids, mask = tokenize_prompts(policy.tokenizer, ["5+5=", "8+1="], 64, torch.device("cpu"))

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from grpo_desktop.engine.config import TrainConfig
-from grpo_desktop.engine.export_trl import write_trl_project
+from grpo_desktop.engine.export.trl_project import write_trl_project
 
 ROOT = Path(__file__).resolve().parent.parent
 

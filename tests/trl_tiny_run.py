@@ -7,7 +7,7 @@ folder the app's Open Run Folder reads (tests/test_trl_run.py).
 Writes OUT/ as TRL does (checkpoint-N/trainer_state.json every --save-steps, completions/
 completions_NNNNN.parquet every step, and at the end the model and a top-level
 trainer_state.json) for a randomly initialised ~20k-parameter model built locally
-(engine/tiny.py, "micro"), conversational prompts with a system prompt (so TRL's parquet holds
+(engine/models/tiny.py, "micro"), conversational prompts with a system prompt (so TRL's parquet holds
 message lists, as the exported projects' runs do), groups of 3 and two reward functions, one of
 which cannot score some answers (None). CPU only, no download; about 12 s on an idle core.
 --states-only keeps only what the app reads (the trainer_state.json files, the completions and
@@ -67,7 +67,7 @@ def main() -> None:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo_desktop.engine.tiny import build_tiny_model
+    from grpo_desktop.engine.models.tiny import build_tiny_model
 
     with tempfile.TemporaryDirectory(prefix="trl-tiny-model-") as model_dir:
         build_tiny_model(model_dir, size="micro")

@@ -64,7 +64,11 @@ def remote_code_gate(cfg, source: str | None, run_dir: str | None, allow: bool, 
     loaded; refusal is '' when it may
     run. With `allow` (--trust-remote-code) it may, and is remembered as trusted. The permission
     goes to the engine's loaders, which refuse that code without it."""
-    from grpo_desktop.engine.remote_code import code_to_trust, permission_for, refusal_message
+    from grpo_desktop.engine.models.remote_code import (
+        code_to_trust,
+        permission_for,
+        refusal_message,
+    )
     from grpo_desktop.session.trust import TrustStore
 
     codes = code_to_trust(cfg.model.name_or_path, cfg.model.trust_remote_code, run_dir, folders)

@@ -5,7 +5,7 @@ and side B (--against, default the latest checkpoint; or the checkpoint folder g
 prints the summary as one JSON line on stdout and writes the per-problem table as CSV
 (--table FILE.csv; by default compare-A-vs-B.csv in the current folder, never inside the run),
 saying on stderr where it went. Bad input exits 2 with a message: no checkpoint, an unknown step
-(the message lists the steps), a missing problem file. See engine/compare.py.
+(the message lists the steps), a missing problem file. See engine/variants/compare.py.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class _StderrProgress:
 
 def _run_and_side(target: str, against: str | None) -> tuple[str, str]:
     """(run folder, side B) for RUN or RUN/checkpoints/step-N (that checkpoint is side B)."""
-    from grpo_desktop.engine import checkpoint as ckpt
+    from grpo_desktop.engine.runs import checkpoint as ckpt
 
     path = os.path.abspath(os.path.expanduser(target))
     if os.path.isfile(os.path.join(path, ckpt.STATE_FILE)):
@@ -48,11 +48,11 @@ def _run_and_side(target: str, against: str | None) -> tuple[str, str]:
 
 
 def cmd_compare(args) -> int:
-    from grpo_desktop.engine.compare import compare_problems, pick_sides, run_comparison
-    from grpo_desktop.engine.compare_table import write_csv
     from grpo_desktop.engine.errors import UserError
-    from grpo_desktop.engine.trainer import read_run_config
-    from grpo_desktop.engine.variants import ModelVariants, run_variants
+    from grpo_desktop.engine.runs.files import read_run_config
+    from grpo_desktop.engine.variants.compare import compare_problems, pick_sides, run_comparison
+    from grpo_desktop.engine.variants.compare_table import write_csv
+    from grpo_desktop.engine.variants.run_variants import ModelVariants, run_variants
 
     if args.demo or not args.target:
         return fail("--compare needs a run folder (one with checkpoints), not --demo.")

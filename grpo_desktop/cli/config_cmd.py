@@ -7,7 +7,7 @@ from grpo_desktop.cli.common import EXIT_OK
 
 def cmd_config(args) -> int:
     from grpo_desktop.engine.config import preset
-    from grpo_desktop.engine.demo import demo_config
+    from grpo_desktop.engine.config.demo import demo_config
 
     cfg = demo_config()
     if args.preset:

@@ -1,10 +1,10 @@
 """`grpo-desktop estimate CONFIG | SESSION | --demo [--json]`: will the run fit, and how long a step?
 
-Prints the estimate of engine/estimate.py before anything loads: the parameter count (from the
+Prints the estimate of engine/estimate/fit.py before anything loads: the parameter count (from the
 model's config.json on the meta device), peak memory split into weights, adapters and optimizer,
 activations, logits and the sampling cache, seconds per step, against this computer's free GPU
 memory or RAM, and what to change when it will not fit. `--json` prints the whole estimate as
-one JSON line on stdout (the keys are listed in engine/estimate.py); the table goes to stdout
+one JSON line on stdout (the keys are listed in engine/estimate/fit.py); the table goes to stdout
 otherwise. `--device cpu|cuda` and `--free-gb N` ask about another device or amount of memory.
 
 Bad input (a missing or corrupt config, an unknown or unreachable model) is one message and
@@ -40,7 +40,7 @@ def add_parser(sub) -> None:
 
 def _load_config(args):
     from grpo_desktop.engine.config import load_config
-    from grpo_desktop.engine.demo import demo_config
+    from grpo_desktop.engine.config.demo import demo_config
     from grpo_desktop.session.document import is_session, load_session
 
     if args.demo:
@@ -59,7 +59,7 @@ def cmd_estimate(args) -> int:
         return fail("--free-gb must be 0 or more.")
     try:
         cfg = _load_config(args)
-        from grpo_desktop.engine.estimate import estimate_run
+        from grpo_desktop.engine.estimate.fit import estimate_run
 
         free = None if args.free_gb is None else int(args.free_gb * 1e9)
         result = estimate_run(
@@ -77,7 +77,7 @@ def cmd_estimate(args) -> int:
 
 def table(r: dict) -> str:
     """The estimate as a short readable report."""
-    from grpo_desktop.engine.estimate_advice import gb
+    from grpo_desktop.engine.estimate.advice import gb
 
     m, mem, dev = r["model"], r["memory"], r["device"]
     trainable = f"{m['trainable'] / 1e6:,.2f}M trainable"

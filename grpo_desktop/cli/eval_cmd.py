@@ -23,7 +23,7 @@ def cmd_eval(args) -> int:
         return fail(f"{', '.join(given)} only go with --compare (e.g. --compare base).")
     if args.demo == bool(args.target):
         return fail("give either a model or run folder, or --demo.")
-    from grpo_desktop.engine.eval_target import evaluate_target, target_config
+    from grpo_desktop.engine.variants.eval_target import evaluate_target, target_config
 
     target = None if args.demo else args.target
     try:

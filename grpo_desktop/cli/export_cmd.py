@@ -1,6 +1,6 @@
 """`grpo-desktop export RUN|SESSION|CONFIG --format adapter|merged|gguf|trl --out DIR`.
 
-A thin layer over `engine.export.export`: a session folder (NAME.grpo) is resolved here to its
+A thin layer over `engine.export.pipeline.export`: a session folder (NAME.grpo) is resolved here to its
 run folder (adapter, merged, gguf) or its settings (trl), since the engine does not read the
 session layer. Progress goes to stderr, one JSON summary line to stdout (format, out, bytes,
 seconds, dtype, step, ...). Exit 2 with a one-paragraph message on bad input (no checkpoint,
@@ -101,7 +101,7 @@ def _progress(quiet: bool):
 
 def cmd_export(args) -> int:
     from grpo_desktop.engine.errors import UserError
-    from grpo_desktop.engine.export import export, plan_export
+    from grpo_desktop.engine.export.pipeline import export, plan_export
 
     try:
         source, run_dir = _source(args)

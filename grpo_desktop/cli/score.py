@@ -4,7 +4,7 @@
     grpo-desktop score my.json --input samples.jsonl --output scored.jsonl
     grpo-desktop score my-run.grpo --input samples.jsonl --trust-checker
 
-A thin layer over `engine.score_file` (which documents the input and output lines): one JSON line
+A thin layer over `engine.rewards.score_file` (which documents the input and output lines): one JSON line
 per input line on stdout or in --output, the summary (mean per part, errors, unscored) on stderr.
 The whole file is checked before anything is scored; bad lines are named and nothing is written
 (exit 2). --output is written to a temporary file and renamed at the end, so it is whole or absent.
@@ -60,7 +60,7 @@ def add_parser(sub) -> None:
 
 def _load_config(args):
     from grpo_desktop.engine.config import load_config
-    from grpo_desktop.engine.demo import demo_config
+    from grpo_desktop.engine.config.demo import demo_config
     from grpo_desktop.session.document import is_session, load_session
 
     if args.demo:
@@ -72,7 +72,7 @@ def _load_config(args):
 
 def cmd_score(args) -> int:
     from grpo_desktop.engine.errors import UserError
-    from grpo_desktop.engine.score_file import read_score_file, reward_problems
+    from grpo_desktop.engine.rewards.score_file import read_score_file, reward_problems
 
     if args.demo == bool(args.config):
         return fail("give a config file or a session folder, or --demo (one of them).")
@@ -102,7 +102,7 @@ def cmd_score(args) -> int:
 
 def _write(rewards, rows, output: str | None) -> list[dict]:
     """Score the rows and write one JSON line each; returns the results."""
-    from grpo_desktop.engine.score_file import ScoreFileError, score_rows
+    from grpo_desktop.engine.rewards.score_file import ScoreFileError, score_rows
 
     results: list[dict] = []
     if output is None:
@@ -129,7 +129,7 @@ def _write(rewards, rows, output: str | None) -> list[dict]:
 
 
 def _print_summary(results: list[dict], source: str, rewards) -> None:
-    from grpo_desktop.engine.score_file import summarize, weights_of
+    from grpo_desktop.engine.rewards.score_file import summarize, weights_of
 
     summary, weights = summarize(results), weights_of(rewards)
 

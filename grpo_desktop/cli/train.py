@@ -21,16 +21,17 @@ from grpo_desktop.cli.common import (
     remote_code_gate,
 )
 from grpo_desktop.cli.progress import Progress
+from grpo_desktop.engine.runs.files import config_path, events_path
 
 
 def _load_train_config(args):
     from grpo_desktop.engine.config import load_config, validate
-    from grpo_desktop.engine.demo import demo_config
-    from grpo_desktop.engine.trainer import read_run_config
+    from grpo_desktop.engine.config.demo import demo_config
+    from grpo_desktop.engine.runs.files import read_run_config
 
     if args.resume:
         ended = None
-        if not os.path.isfile(os.path.join(args.resume, "config.json")):
+        if not os.path.isfile(config_path(args.resume)):
             ended = _ended_before_first_step(args.resume)
         if ended is not None:
             raise Usage(
@@ -73,7 +74,7 @@ def cmd_train(args) -> int:
         cfg = _load_train_config(args)
     except (UserError, Usage) as exc:
         return fail(str(exc))
-    source = os.path.join(args.resume, "config.json") if args.resume else args.config
+    source = config_path(args.resume) if args.resume else args.config
     refusal = checker_refusal(cfg, source, args.trust_checker)
     if refusal:
         return fail(refusal)
@@ -84,7 +85,7 @@ def cmd_train(args) -> int:
     out = args.resume or args.out
     if not out:
         return fail("give a run folder with --out DIR (events and checkpoints are saved there).")
-    events = os.path.join(out, "events.jsonl")
+    events = events_path(out)
     if not args.resume and os.path.exists(events):
         ended = _ended_before_first_step(out)
         if ended is None:
@@ -108,12 +109,12 @@ def _ended_before_first_step(run_dir: str) -> str | None:
     (e.g. it failed during setup: a wrong data path); None when it holds steps, checkpoints or a
     log that is not a run's."""
     from grpo_desktop.engine.events import read_events
-    from grpo_desktop.engine.run_layout import list_checkpoints
+    from grpo_desktop.engine.runs.layout import list_checkpoints
 
     if list_checkpoints(run_dir):
         return None
     try:
-        events = read_events(os.path.join(run_dir, "events.jsonl"))
+        events = read_events(events_path(run_dir))
     except (OSError, ValueError):
         return None
     if not events or any(e.type in ("step", "rollouts", "checkpoint") for e in events):
@@ -183,7 +184,7 @@ def _train_loop(cfg, out: str, resume: bool, quiet: bool, remote_code=None) -> i
     """Train into the run folder `out` (Ctrl-C stops after the step); returns the exit code.
     `remote_code`: the permission for the model's own code, from `remote_code_gate`."""
     from grpo_desktop.engine.control import TrainControl
-    from grpo_desktop.engine.trainer import train
+    from grpo_desktop.engine.grpo.trainer import train
 
     control = TrainControl()
     previous = signal.getsignal(signal.SIGINT)

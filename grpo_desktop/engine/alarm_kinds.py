@@ -4,7 +4,7 @@ severity and what it means in plain words.
 The banner, the plots' markers, the log and the Help page all read these, so an alarm is named and
 explained the same way everywhere; Help links to an entry by its `kind` (for example
 `#alarm-reward_hacking`). The per-run message and advice of an alert (with its numbers) are built
-where the alert is raised (engine/health.py, engine/alerts.py); this module holds only what does not
+where the alert is raised (engine/health/monitors.py, engine/health/checker_watch.py); this module holds only what does not
 change from run to run. Torch-free and Qt-free.
 
 Try it:  python -c "from grpo_desktop.engine.alarm_kinds import ALARMS; print(*ALARMS, sep='\\n')"

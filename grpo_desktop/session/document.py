@@ -30,6 +30,7 @@ from typing import Any
 from grpo_desktop import __version__
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.errors import ConfigError, UserError, read_utf8
+from grpo_desktop.engine.runs.files import events_path
 from grpo_desktop.session.fsio import atomic_write_text
 
 SCHEMA_VERSION = 2
@@ -59,7 +60,7 @@ class SessionDocument:
 
     @property
     def events_path(self) -> str:
-        return os.path.join(self.run_dir, "events.jsonl")
+        return events_path(self.run_dir)
 
     def has_run(self) -> bool:
         return os.path.isfile(self.events_path)

@@ -17,11 +17,11 @@ import json
 import os
 
 from grpo_desktop.engine.events import Event, LogMessage, event_from_dict
+from grpo_desktop.engine.runs.files import EVENTS_FILE
 from grpo_desktop.session.document import is_session
 from grpo_desktop.session.trl_run import TrlRunReader, is_trl_run
 
 TRL, APP = "trl", "app"
-EVENTS_FILE = "events.jsonl"
 KIND_NAMES = {TRL: "a TRL run", APP: "a GRPO Desktop run"}
 
 

@@ -26,7 +26,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from grpo_desktop.engine.run_layout import intact_checkpoints, remove_checkpoints
+from grpo_desktop.engine.runs.files import RUN_FILES
+from grpo_desktop.engine.runs.layout import intact_checkpoints, remove_checkpoints
 from grpo_desktop.session.history import RunHistory
 
 NONE, COMPLETED, STOPPED, FAILED, INTERRUPTED = (
@@ -36,7 +37,6 @@ NONE, COMPLETED, STOPPED, FAILED, INTERRUPTED = (
     "failed",
     "interrupted",
 )
-RUN_FILES = ("events.jsonl", "config.json", "config.json.tmp")
 _EVENTS_TEMPORARY = re.compile(r"\.events-[A-Za-z0-9_]+")  # events.truncate_events_after
 
 

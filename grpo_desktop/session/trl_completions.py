@@ -28,7 +28,7 @@ import os
 import re
 from typing import Any
 
-from grpo_desktop.engine.run_layout import numbered_entries
+from grpo_desktop.engine.runs.layout import numbered_entries
 
 COMPLETIONS_DIR = "completions"
 COMPLETION_FILE = re.compile(r"completions_(\d+)\.parquet")

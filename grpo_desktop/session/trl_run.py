@@ -14,7 +14,7 @@
   completions, and `elapsed` the sum of TRL's step_time;
 - each new or changed completions file (session/trl_completions.py) into a `Rollouts` event;
 - TRL's end-of-training entry into `RunFinished("completed")`;
-- and all of it into the health alarms (`engine.health.HealthMonitor`, torch-free), whose
+- and all of it into the health alarms (`engine.health.monitors.HealthMonitor`, torch-free), whose
   `Alert`s come out with the events, as in the app's own runs.
 
 Cheap on a mounted or synced filesystem: each poll lists two folders and stats a few files, and
@@ -47,8 +47,8 @@ from grpo_desktop.engine.events import (
     StepMetrics,
     rows_with_prompts,
 )
-from grpo_desktop.engine.health import HealthMonitor
-from grpo_desktop.engine.run_layout import trl_checkpoint_dirs
+from grpo_desktop.engine.health.monitors import HealthMonitor
+from grpo_desktop.engine.runs.layout import trl_checkpoint_dirs
 from grpo_desktop.session import trl_state
 from grpo_desktop.session.trl_completions import (
     advantage_histogram,

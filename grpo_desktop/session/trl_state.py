@@ -19,7 +19,7 @@ import json
 import math
 import os
 
-from grpo_desktop.engine.run_layout import trl_checkpoint_dirs
+from grpo_desktop.engine.runs.layout import trl_checkpoint_dirs
 
 STATE_FILE = "trainer_state.json"
 SUMMARY_KEYS = frozenset(

@@ -8,7 +8,7 @@ Two settings make the app run Python that came in a file, and both go through th
 - a model's own code (`model.trust_remote_code`: the `.py` files beside a model or tokenizer,
   a checkpoint's included). It must be accepted in the app's trust question or allowed with
   `--trust-remote-code`. Remembered by the fingerprint of that folder's code and the setting
-  (engine/remote_code.py), so other or changed code asks again. `permission` turns the decision
+  (engine/models/remote_code.py), so other or changed code asks again. `permission` turns the decision
   into the `RemoteCodePermission` the engine's loaders require.
 Any change to the code asks again.
 
@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 
-from grpo_desktop.engine.remote_code import ModelCode, RemoteCodePermission, permission_for
+from grpo_desktop.engine.models.remote_code import ModelCode, RemoteCodePermission, permission_for
 from grpo_desktop.session.fsio import atomic_write_text
 
 CHECKERS, MODEL_CODE = "sha256", "model_code"

@@ -111,7 +111,7 @@ def _report_launch_time() -> None:
 def create_main_window(demo: bool = True, config=None, **kwargs):
     """The main window on `config` (default: the built-in demo's settings) in a new untitled
     session, or on `session=PATH` (a QApplication must exist)."""
-    from grpo_desktop.engine.demo import demo_config
+    from grpo_desktop.engine.config.demo import demo_config
     from grpo_desktop.ui.main_window import MainWindow
 
     app = QApplication.instance()

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from grpo_desktop.engine.compare_table import CATEGORY_HELP, CompareRow
+from grpo_desktop.engine.variants.compare_table import CATEGORY_HELP, CompareRow
 
 
 class AnswerDetail(QDialog):

@@ -25,7 +25,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.engine.compare_table import BOTH_RIGHT, BOTH_WRONG, BROKEN, FIXED, write_csv
+from grpo_desktop.engine.variants.compare_table import (
+    BOTH_RIGHT,
+    BOTH_WRONG,
+    BROKEN,
+    FIXED,
+    write_csv,
+)
 from grpo_desktop.ui.common.widgets import rich_tooltip
 from grpo_desktop.ui.compare import tips
 from grpo_desktop.ui.compare.detail import AnswerDetail
@@ -56,7 +62,7 @@ class CompareResults(QWidget):
     def __init__(self, message_bar, parent: QWidget | None = None):
         super().__init__(parent)
         self.message_bar = message_bar
-        self.comparison = None  # engine.compare.Comparison shown
+        self.comparison = None  # engine.variants.compare.Comparison shown
         self.last_dir = os.path.expanduser("~")
         self.summary = QLabel(WAITING)
         self.summary.setWordWrap(True)

@@ -8,7 +8,7 @@ the job is busy); a cancelled comparison still arrives, with the problems both s
 The model is freed when the job ends: Compare holds no memory between runs. torch and the
 engine's model code are imported in the job's thread, never in the GUI thread.
 
-What this is not: the view (view.py) or the comparison itself (engine/compare.py).
+What this is not: the view (view.py) or the comparison itself (engine/variants/compare.py).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class CompareWorker(QObject):
     """Lives in the job's thread; `run()` runs the comparison."""
 
     progressed = Signal(int, int)  # answers done, answers in all (2 per problem)
-    compared = Signal(object)  # engine.compare.Comparison
+    compared = Signal(object)  # engine.variants.compare.Comparison
     failed = Signal(str, str)  # message for the user, technical details ('' for a UserError)
     finished = Signal()
 
@@ -76,7 +76,7 @@ class CompareWorker(QObject):
             self.finished.emit()
 
     def _compare(self):
-        from grpo_desktop.engine.compare import compare_run
+        from grpo_desktop.engine.variants.compare import compare_run
 
         r = self._request
         return compare_run(

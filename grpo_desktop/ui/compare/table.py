@@ -12,7 +12,13 @@ from __future__ import annotations
 from PySide6.QtCore import QSortFilterProxyModel, Qt
 from PySide6.QtGui import QBrush, QColor, QStandardItem, QStandardItemModel
 
-from grpo_desktop.engine.compare_table import BOTH_RIGHT, BROKEN, CATEGORY_HELP, FIXED, CompareRow
+from grpo_desktop.engine.variants.compare_table import (
+    BOTH_RIGHT,
+    BROKEN,
+    CATEGORY_HELP,
+    FIXED,
+    CompareRow,
+)
 
 ROW_ROLE = Qt.ItemDataRole.UserRole + 1
 SORT_ROLE = Qt.ItemDataRole.UserRole

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from grpo_desktop.engine.compare_table import BOTH_RIGHT, BOTH_WRONG, BROKEN, FIXED
+from grpo_desktop.engine.variants.compare_table import BOTH_RIGHT, BOTH_WRONG, BROKEN, FIXED
 
 SIDE_A = "Side A, the 'before': the base model (what you started from) or an earlier checkpoint."
 SIDE_B = "Side B, the 'after': a checkpoint of this run (the newest by default)."

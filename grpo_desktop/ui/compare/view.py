@@ -9,9 +9,9 @@ fixed and broken counts, the table with its filters, both full answers of a row,
 
 The work runs in `CompareRunner`'s thread (runner.py) and frees the model when it ends. While
 training runs, Run is off and a note says why. A TRL output_dir shown read-only offers its
-checkpoint-N folders and final model, scored with the settings engine/trl_config.py builds for it
+checkpoint-N folders and final model, scored with the settings engine/variants/trl_config.py builds for it
 (the note says what they assume). Reads the session through `SessionModel` only; the checkpoints
-are listed without torch (engine/run_layout.py, engine/trl_variants.py). Does not train or
+are listed without torch (engine/runs/layout.py, engine/variants/trl_models.py). Does not train or
 export models.
 """
 
@@ -33,9 +33,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.engine.run_layout import list_checkpoints
-from grpo_desktop.engine.trl_config import trl_run_config
-from grpo_desktop.engine.trl_variants import is_trl_output, trl_models
+from grpo_desktop.engine.runs.layout import list_checkpoints
+from grpo_desktop.engine.variants.trl_config import trl_run_config
+from grpo_desktop.engine.variants.trl_models import is_trl_output, trl_models
 from grpo_desktop.ui.common.job_thread import job_shortcuts
 from grpo_desktop.ui.common.slots import connect_slots
 from grpo_desktop.ui.common.widgets import (

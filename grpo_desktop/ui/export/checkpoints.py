@@ -4,7 +4,7 @@
 ("Step 40 (newest) · 19.2 MB · saved 14:02"), with Open folder and Copy path for the selected
 one; a run with none says so. `PathButtons` is the pair of buttons alone, for the finished
 export's folder. Opening uses `QDesktopServices.openUrl` (the system's file manager); copying puts
-the path on the clipboard. Reads the run folder only (engine/run_layout.py, torch-free).
+the path on the clipboard. Reads the run folder only (engine/runs/layout.py, torch-free).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QHBoxLayout, QListWidget, QListWidgetItem, QPushButton, QWidget
 
-from grpo_desktop.engine.export_plan import size_text
-from grpo_desktop.engine.run_layout import STATE_FILE, intact_checkpoints
+from grpo_desktop.engine.export.plan import size_text
+from grpo_desktop.engine.runs.layout import STATE_FILE, intact_checkpoints
 
 
 def open_folder(path: str) -> bool:

@@ -5,8 +5,8 @@ The dialog lists the run's checkpoints (newest first, each with Open folder / Co
 formats with a line on what each is for, the output folder (typed, or chosen with Choose…: an
 empty folder is used as it is, a non-empty one gets a new folder inside named after the run,
 step and format), and the expected size read from the files before anything is loaded
-(engine/export_plan.py; for a 4-bit or 8-bit run's merged or GGUF export it says why the result
-is bfloat16 and how large). Export runs `engine.export.export` in an `ExportThread`; Cancel
+(engine/export/plan.py; for a 4-bit or 8-bit run's merged or GGUF export it says why the result
+is bfloat16 and how large). Export runs `engine.export.pipeline.export` in an `ExportThread`; Cancel
 stops it between stages (nothing is left behind); errors show in the dialog, never as a
 traceback. While training runs, Export is disabled and says why. A TRL project exports the
 settings in the window, so it works before the first checkpoint.
@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from grpo_desktop.engine.errors import UserError
-from grpo_desktop.engine.export_plan import plan_export, size_text
+from grpo_desktop.engine.export.plan import plan_export, size_text
 from grpo_desktop.ui.common.widgets import wrapped_label
 from grpo_desktop.ui.export.checkpoints import CheckpointList, PathButtons
 from grpo_desktop.ui.export.worker import ExportThread

@@ -1,4 +1,4 @@
-"""The export's background thread: `engine.export.export` off the GUI thread, with progress and
+"""The export's background thread: `engine.export.pipeline.export` off the GUI thread, with progress and
 Cancel.
 
 `ExportThread(source, fmt, out_dir, **options)` runs one export; `progressed(fraction, message)`
@@ -40,7 +40,7 @@ class ExportThread(QThread):
 
     def run(self) -> None:
         from grpo_desktop.engine.errors import UserError
-        from grpo_desktop.engine.export import export
+        from grpo_desktop.engine.export.pipeline import export
 
         try:
             summary = export(

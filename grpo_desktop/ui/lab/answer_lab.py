@@ -7,7 +7,7 @@ second until Pause; Reset goes back to the starting model; "Use the lesson's gro
 lesson's worked example (408, 398, 398, 418; strict; lr 0.5) so the next Step shows its numbers:
 advantages +1.732 / −0.577, probabilities after 31.6 / 39.6 / 23.7 / 5.1 %.
 
-The math is engine/lab_answers.py (no Qt); the tables and plots answer_parts.py. Nothing here
+The math is engine/lab/answers.py (no Qt); the tables and plots answer_parts.py. Nothing here
 touches the session or a real model. Try it: Learn ▸ GRPO Lab (Ctrl+L) in the main window.
 """
 
@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.engine.lab_answers import (
+from grpo_desktop.engine.lab.answers import (
     HEDGE,
     LESSON_GROUP,
     LESSON_LR,

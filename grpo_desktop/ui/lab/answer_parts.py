@@ -3,7 +3,7 @@
 `GroupTable` lists the answers sampled in the group (how often, reward, advantage, pushed up /
 down / no signal, in words and colour), `UpdateTable` every answer's logit change and its
 probability before → after, `ProbabilityPlots` each answer's probability over the steps and the
-KL to the start. They only draw a `LabStep` (engine/lab_answers.py) or the lab's history; the
+KL to the start. They only draw a `LabStep` (engine/lab/answers.py) or the lab's history; the
 controls and the stepping live in answer_lab.py.
 """
 
@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.engine.lab_answers import ANSWERS, RIGHT, LabStep
+from grpo_desktop.engine.lab.answers import ANSWERS, RIGHT, LabStep
 from grpo_desktop.ui.plots.kit import PALETTE
 
 ANSWER_COLORS = (PALETTE["green"], PALETTE["red"], PALETTE["orange"], PALETTE["purple"])

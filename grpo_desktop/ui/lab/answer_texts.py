@@ -3,7 +3,7 @@ sentence that names the sampled group. Plain strings and one formatter; no widge
 
 from __future__ import annotations
 
-from grpo_desktop.engine.lab_answers import ANSWERS, LabStep
+from grpo_desktop.engine.lab.answers import ANSWERS, LabStep
 
 GROUP_HELP = (
     "An answer's advantage is how much better it scored than its group's average, measured in "

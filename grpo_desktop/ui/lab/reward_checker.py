@@ -15,7 +15,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QVBoxLayout
 
-from grpo_desktop.engine.checker import compile_checker
+from grpo_desktop.engine.checker.runner import compile_checker
 from grpo_desktop.engine.errors import CheckerError
 from grpo_desktop.ui.common.code_editor import CodeEditor
 from grpo_desktop.ui.common.tasks import BackgroundTasks

@@ -1,6 +1,6 @@
 """The reward-design Lab's text: one scored rollout explained in HTML, and the verdict notes' style.
 
-Pure functions of an engine.lab_rewards result; no widgets.
+Pure functions of an engine.lab.rewards result; no widgets.
 """
 
 from __future__ import annotations

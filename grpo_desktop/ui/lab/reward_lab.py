@@ -4,7 +4,7 @@ On its built-in group (twelve attempts at 17 × 23, the first G form the group) 
 rollouts ("Open in Lab" in the rollout inspector: `open_step`), the user sets the accuracy and
 format weights, the checker (strict or lenient), G, advantage scaling and std type, length
 normalisation and the KL leash β; every reward and advantage is recomputed at once by the engine's
-own code (engine/lab_rewards.py) and shown against the group mean, with live verdicts for reward
+own code (engine/lab/rewards.py) and shown against the group mean, with live verdicts for reward
 hacking, length bias and no signal. On real rollouts the session's custom checker can be edited
 and re-run (trusted code only, in the sandboxed checker process, cached per completion), and
 "Use these settings" copies the reward and advantage settings into the session like a form edit.
@@ -36,8 +36,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.engine.lab_rewards import LabSettings, RewardLab, with_changes
-from grpo_desktop.engine.lab_verdicts import kl_note, verdicts
+from grpo_desktop.engine.lab.rewards import LabSettings, RewardLab, with_changes
+from grpo_desktop.engine.lab.verdicts import kl_note, verdicts
 from grpo_desktop.ui.common.widgets import SliderSpin, note_label, set_note, wrapped_label
 from grpo_desktop.ui.lab.reward_checker import CheckerBox
 from grpo_desktop.ui.lab.reward_detail import detail_html, note_style

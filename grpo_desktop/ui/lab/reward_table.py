@@ -3,7 +3,7 @@
 `PipelineStrip` shows prompt → G rollouts → verifiable reward → advantage with the current
 numbers. `RolloutScoreTable` lists each rollout with its reward parts, total, advantage (drawn as
 a bar from the baseline: green ↑ pushed up, red ↓ pushed down), length and per-token update
-size; it only displays an engine.lab_rewards.LabResult and computes nothing.
+size; it only displays an engine.lab.rewards.LabResult and computes nothing.
 """
 
 from __future__ import annotations

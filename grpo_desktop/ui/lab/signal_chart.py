@@ -4,7 +4,7 @@ A group teaches only when it holds at least one success and one failure; for a p
 solves with probability p that chance is 1 − p^G − (1 − p)^G (lesson 000). The chart draws it
 against p for the chosen G (slider or spin box, 2…16) over faint curves for G = 2, 4, 8, 16; a
 line you drag (or the p box) picks a problem's p; the table beside it lists every G for the
-lesson's hard (3 %) and easy (70 %) problems and for your p. Math: engine/lab_answers.py.
+lesson's hard (3 %) and easy (70 %) problems and for your p. Math: engine/lab/answers.py.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.engine.lab_answers import G_RANGE, signal_probability
+from grpo_desktop.engine.lab.answers import G_RANGE, signal_probability
 from grpo_desktop.ui.common.widgets import wrapped_label
 from grpo_desktop.ui.plots.kit import PALETTE
 

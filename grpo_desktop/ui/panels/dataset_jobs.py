@@ -22,13 +22,13 @@ _tokenizer_locks: dict[str, threading.Lock] = {}
 
 @lru_cache(maxsize=4)
 def _tokenizer(model_name: str, trust_remote_code: bool, remote_code) -> Any:
-    from grpo_desktop.engine.errors import ModelError
-    from grpo_desktop.engine.hub_access import (
+    from grpo_desktop.engine.data.hub import (
         cached_model_folder,
         hub_reachable,
         offline_model_message,
     )
-    from grpo_desktop.engine.modeling import load_tokenizer, resolve_model_path
+    from grpo_desktop.engine.errors import ModelError
+    from grpo_desktop.engine.models.loading import load_tokenizer, resolve_model_path
 
     path = resolve_model_path(model_name)
     if not os.path.isdir(path):  # a hub id: the local cache first, the network only if reachable
@@ -53,7 +53,7 @@ def tokenizer_for(model_name: str, trust_remote_code: bool = False, remote_code=
 def read_rows(data: DataConfig, seed: int, n: int = 8) -> dict[str, Any]:
     """Columns, the first `n` problems and answers, split sizes and notes. `data` must be a copy
     the GUI no longer changes. Raises DataError when the source cannot be read at all."""
-    from grpo_desktop.engine.data import load_data, parse_answer, preview_rows
+    from grpo_desktop.engine.data.dataset import load_data, parse_answer, preview_rows
     from grpo_desktop.engine.errors import UserError
 
     columns, rows = preview_rows(data, n)
@@ -83,9 +83,9 @@ def apply_template(
     remote_code=None,
 ) -> dict[str, Any]:
     """The problems as the model sees them: its chat template, or the plain template."""
-    from grpo_desktop.engine.data import build_prompt
+    from grpo_desktop.engine.data.dataset import build_prompt
     from grpo_desktop.engine.errors import UserError
-    from grpo_desktop.engine.remote_code import RemoteCodeRefused
+    from grpo_desktop.engine.models.remote_code import RemoteCodeRefused
 
     note = ""
     try:

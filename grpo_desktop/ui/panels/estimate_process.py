@@ -1,5 +1,5 @@
 """The "Will it fit?" estimate's child process, seen from the GUI: a QProcess running
-`python -m grpo_desktop.engine.estimate_server` (one JSON line per request and per answer), so
+`python -m grpo_desktop.engine.estimate.server` (one JSON line per request and per answer), so
 the GUI process never imports torch or transformers for an estimate (no GIL held by them, no
 event-loop stalls) and never creates a CUDA context (the probe's device facts are passed on).
 
@@ -37,7 +37,7 @@ def server_command() -> tuple[str, list[str]]:
     root = os.path.dirname(os.path.dirname(os.path.abspath(grpo_desktop.__file__)))
     code = (
         f"import sys; sys.path.insert(0, {root!r}); "
-        "from grpo_desktop.engine.estimate_server import main; sys.exit(main())"
+        "from grpo_desktop.engine.estimate.server import main; sys.exit(main())"
     )
     return sys.executable, ["-u", "-c", code]
 

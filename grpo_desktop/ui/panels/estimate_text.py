@@ -1,6 +1,6 @@
 """What the "Will it fit?" estimate says, as plain text: the memory parts' names and their
 hobbyist explanations, number formats, the fits / tight / will-not-fit verdict, and the lines the
-view shows for one estimate (`engine.estimate.estimate_run`'s dict).
+view shows for one estimate (`engine.estimate.fit.estimate_run`'s dict).
 
 Qt-free and engine-free (plain dicts in, strings out), so it is tested on its own; the view
 (`estimate_view.py`) puts the strings in labels, `estimate_bar.py` draws the bar.

@@ -5,7 +5,7 @@ computer's free GPU memory or RAM, and a rough time per step; when it will not f
 just), the engine's advice, each with an Apply button that makes that change in the session
 (`SessionModel.set_value`, the edit a form field makes, so the forms and this estimate follow).
 
-The numbers come from `engine.estimate.estimate_run`, which reads the model's config.json on
+The numbers come from `engine.estimate.fit.estimate_run`, which reads the model's config.json on
 PyTorch's meta device (nothing downloaded or loaded). It runs in a child process
 (`estimate_process.py`: no torch and no CUDA context in this one), against the device the
 window's probe found (waited for when it probes), 300 ms after the last edit of a setting it

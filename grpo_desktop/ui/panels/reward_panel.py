@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.engine.checker import compile_checker, test_checker
+from grpo_desktop.engine.checker.runner import compile_checker, test_checker
 from grpo_desktop.engine.errors import CheckerError
 from grpo_desktop.ui.common.code_editor import CodeEditor
 from grpo_desktop.ui.common.form import ConfigForm, tooltip_for

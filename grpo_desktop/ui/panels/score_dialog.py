@@ -1,8 +1,8 @@
 """The Reward panel's "Test on a file…": the reward dry-run of `grpo-desktop score`, with a table.
 
 `ScoreFileRow` is the button (and what it says while busy) that the panel adds: it asks for a
-.jsonl file of samples (`completion`, `answer`, optional `prompt`; see engine/score_file.py),
-scores it off the GUI thread with the panel's current reward settings (`engine.score_file`, the
+.jsonl file of samples (`completion`, `answer`, optional `prompt`; see engine/rewards/score_file.py),
+scores it off the GUI thread with the panel's current reward settings (`engine.rewards.score_file`, the
 same code as the CLI) and opens a `ScoreDialog`: one row per sample with the completion (elided,
 full text in the tooltip), the answer as read, the extracted answer, each reward part, the total
 and the reason or checker error, plus a summary line (mean per part, errors). A file that cannot
@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (
 
 from grpo_desktop.engine.config import RewardsConfig
 from grpo_desktop.engine.errors import UserError
-from grpo_desktop.engine.score_file import ScoreReport, score_file, summary_line
+from grpo_desktop.engine.rewards.score_file import ScoreReport, score_file, summary_line
 from grpo_desktop.ui.common.tasks import BackgroundTasks
 from grpo_desktop.ui.common.widgets import wrapped_label
 from grpo_desktop.ui.session.model import UNTRUSTED_CHECKER

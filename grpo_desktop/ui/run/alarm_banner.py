@@ -1,7 +1,7 @@
 """Alarm banners above the plots: one per alert kind the run raised, saying what it means, what
 to try, and "Dismiss for this run".
 
-The engine raises each health alarm once per run (engine/health.py); the checker's alerts may
+The engine raises each health alarm once per run (engine/health/monitors.py); the checker's alerts may
 repeat, and then the kind's banner is updated in place instead of stacking. Dismissing a banner
 silences its kind until a new run starts from step 0 (continuing the same run keeps it silent).
 Opening a session shows the banners of its saved alerts again. Titles and explanations come from

@@ -34,7 +34,7 @@ def live_threads() -> list[QThread]:
 
 
 def default_train_fn(config, control, run_dir=None, resume=False, remote_code=None):
-    from grpo_desktop.engine.trainer import train
+    from grpo_desktop.engine.grpo.trainer import train
 
     return train(config, control, run_dir=run_dir, resume=resume, remote_code=remote_code)
 
@@ -63,7 +63,7 @@ class TrainingWorker(QObject):
         super().__init__()
         self._train_fn, self._config = train_fn, config
         self._run_dir, self._resume = run_dir, resume
-        # The permission for the model's own code (engine/remote_code.py), passed on only when
+        # The permission for the model's own code (engine/models/remote_code.py), passed on only when
         # there is one, so train functions without the parameter keep working.
         self._extra = {"remote_code": remote_code} if remote_code is not None else {}
         self.control = _ObservedControl(self.pause_reached.emit)

@@ -27,7 +27,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu
 
 from grpo_desktop.engine.config import ConfigError, TrainConfig, load_config
-from grpo_desktop.engine.demo import demo_config
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.session import recovery
 from grpo_desktop.session.document import (
     SUFFIX,

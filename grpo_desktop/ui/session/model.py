@@ -24,7 +24,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal, Slot
 
 from grpo_desktop.engine.config import PRESETS, TrainConfig, preset, validate, warnings
-from grpo_desktop.engine.remote_code import ModelCode, RemoteCodePermission, code_to_trust
+from grpo_desktop.engine.models.remote_code import ModelCode, RemoteCodePermission, code_to_trust
 from grpo_desktop.session.document import (
     SessionDocument,
     SessionError,

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.engine.remote_code import ModelCode
+from grpo_desktop.engine.models.remote_code import ModelCode
 from grpo_desktop.ui.common.code_editor import CodeEditor
 from grpo_desktop.ui.session.dialogs import trust_buttons
 

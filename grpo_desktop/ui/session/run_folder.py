@@ -29,6 +29,7 @@ from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QLabel, QPushButton
 
 from grpo_desktop.engine.config import ConfigError, load_config
+from grpo_desktop.engine.runs.files import config_path
 from grpo_desktop.session.history import RunHistory
 from grpo_desktop.session.run_folder import APP, KIND_NAMES, TRL, open_reader, run_folder_kind
 from grpo_desktop.ui.common.tasks import BackgroundTasks
@@ -112,7 +113,7 @@ class RunFolderFollower(QObject):
         config = None
         if kind == APP:  # the settings it was trained with, shown in the (disabled) panels
             try:
-                config = load_config(os.path.join(path, "config.json"))
+                config = load_config(config_path(path))
             except (ConfigError, OSError):
                 config = None
         if not self.window.session.new_session(config):

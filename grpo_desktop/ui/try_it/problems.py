@@ -70,7 +70,7 @@ class ProblemPicker(QWidget):
         self.problem_box.setEnabled(False)
 
         def job(cfg=cfg, source=source):
-            from grpo_desktop.engine.try_model import problem_choices
+            from grpo_desktop.engine.variants.try_model import problem_choices
 
             return problem_choices(cfg, source)
 

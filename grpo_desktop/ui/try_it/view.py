@@ -12,7 +12,7 @@ kept until the session or run changes or training starts (the trainer then needs
 While training runs, Generate is off and a note says why; before the session has trained, the
 base model answers alone. A TRL output_dir shown read-only (File ▸ Open Run Folder…) offers its
 checkpoint-N folders and final model over the base model its adapters name, with the settings
-engine/trl_config.py builds for it; the note says what they assume. Errors show in the tab's
+engine/variants/trl_config.py builds for it; the note says what they assume. Errors show in the tab's
 message bar, never as tracebacks.
 
 Reads the session through `SessionModel` only. Does not train, compare many problems (the
@@ -35,9 +35,10 @@ from PySide6.QtWidgets import (
 )
 
 from grpo_desktop.engine.config import ConfigError, TrainConfig
-from grpo_desktop.engine.run_layout import list_checkpoints
-from grpo_desktop.engine.trl_config import trl_run_config
-from grpo_desktop.engine.trl_variants import is_trl_output, trl_models
+from grpo_desktop.engine.runs.files import config_path
+from grpo_desktop.engine.runs.layout import list_checkpoints
+from grpo_desktop.engine.variants.trl_config import trl_run_config
+from grpo_desktop.engine.variants.trl_models import is_trl_output, trl_models
 from grpo_desktop.ui.common.job_thread import job_shortcuts
 from grpo_desktop.ui.common.slots import connect_slots
 from grpo_desktop.ui.common.widgets import (
@@ -57,7 +58,7 @@ from grpo_desktop.ui.try_it.worker import TryRequest, TryRunner
 def run_config(run_dir: str, fallback: TrainConfig) -> TrainConfig:
     """The run's config.json read without torch (the job reads it again and names any damage);
     `fallback` when there is none or it cannot be read."""
-    path = os.path.join(run_dir, "config.json")
+    path = config_path(run_dir)
     try:
         with open(path, encoding="utf-8-sig") as fh:
             return TrainConfig.from_json(fh.read())
@@ -141,13 +142,13 @@ class TryView(QWidget):
         return self.model.read_only_folder or self.model.run_dir
 
     def trl_notes(self) -> list[str]:
-        """What the config of a TRL output shown assumes (engine/trl_config.py); [] otherwise."""
+        """What the config of a TRL output shown assumes (engine/variants/trl_config.py); [] otherwise."""
         run_dir = self.run_dir()
         return trl_run_config(run_dir, self.model.config).notes if is_trl_output(run_dir) else []
 
     def try_config(self) -> TrainConfig:
         """The settings answers are made and scored with: the run's (a TRL output's: built for
-        it, engine/trl_config.py), else the session's."""
+        it, engine/variants/trl_config.py), else the session's."""
         run_dir = self.run_dir()
         if is_trl_output(run_dir):
             return trl_run_config(run_dir, self.model.config).config

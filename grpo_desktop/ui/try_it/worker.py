@@ -13,7 +13,7 @@ needs the memory) or `close()`.
 Signals carry plain data only (str, lists of str, result dicts). torch and the engine are
 imported in the job's thread, never in the GUI thread.
 
-What this is not: the view (view.py) or the generation itself (engine/try_model.py).
+What this is not: the view (view.py) or the generation itself (engine/variants/try_model.py).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class TryRequest:
     config: object  # TrainConfig: the session's settings, used when the run has no config.json
     problem: str
     gold: str | None
-    settings: dict  # engine.try_model.TrySettings' fields (made in the job's thread)
+    settings: dict  # engine.variants.try_model.TrySettings' fields (made in the job's thread)
     sides: list[tuple[str, str]] = field(default_factory=list)  # (side, variant key)
     run_checker: bool = True
     remote_code: object = None  # RemoteCodePermission | None
@@ -101,8 +101,8 @@ class TryWorker(QObject):
             self.finished.emit()
 
     def _run(self) -> None:
-        from grpo_desktop.engine.try_model import TrySettings, answer_prompt, run_config
-        from grpo_desktop.engine.variants import ModelVariants, run_variants
+        from grpo_desktop.engine.variants.run_variants import ModelVariants, run_variants
+        from grpo_desktop.engine.variants.try_model import TrySettings, answer_prompt, run_config
 
         req, held = self._request, self._held
         settings = TrySettings(**req.settings)

@@ -1,0 +1,215 @@
+"""The checker child process: lock itself in, load the user's code, answer calls one at a time.
+
+Started by checker.CheckerProcess as `python -I -c …` (or, in a frozen build, as the app itself
+with sandbox.CHILD_FLAG: the bundle's entry calls `run_if_child()` first). The protocol is one
+JSON line each way: the parent first sends the settings and the source, the child answers
+{"started", "protections"}, then {"ready"} or {"error"}; then each call is a line
+[completion, answer, prompt] answered by {"value"} or {"error", "line", "output", "printed"}, or
+{"recycle"} when this process is near its lifetime CPU limit and a fresh one should take the call.
+
+File descriptors: the calls arrive on the original stdin and the answers leave on the original
+stdout, both moved to private numbers first; fd 0 becomes /dev/null and fds 1 and 2 the parent's
+capture pipe. Python's sys.stdout and sys.stderr write through to that pipe and keep the last
+bytes of each call, sent with an error. A thread reads the calls, so that when the parent goes
+away (the pipe closes) the whole process group is killed at once, even while check() is busy.
+
+Standard library only (plus sandbox.py), so the child starts in about 0.1 s.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import numbers
+import os
+import queue
+import reprlib
+import signal
+import sys
+import threading
+import traceback
+from typing import Any
+
+from grpo_desktop.engine.checker import sandbox
+
+FILENAME = "<checker>"
+NEEDS_CHECK = "define a function check(completion, answer, prompt) that returns a number"
+MAX_TEXT = 500  # characters of an exception message (and of output) kept per rollout
+_TAIL = 4096  # bytes of output kept per call
+
+
+class _Tee(io.RawIOBase):
+    """Writes through to a file descriptor and keeps the last bytes and the count since reset."""
+
+    def __init__(self, fd: int):
+        super().__init__()
+        self.fd, self.tail, self.total = fd, bytearray(), 0
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        n = len(view)
+        self.total += n
+        self.tail += view[-_TAIL:]
+        del self.tail[:-_TAIL]
+        while view:
+            try:
+                view = view[os.write(self.fd, view) :]
+            except OSError:  # the parent stopped reading: it is going away
+                break
+        return n
+
+    def reset(self) -> None:
+        self.tail.clear()
+        self.total = 0
+
+    def text(self) -> str:
+        return self.tail.decode("utf-8", "replace")
+
+
+def _error_line(exc: BaseException) -> int | None:
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == FILENAME]
+    if isinstance(exc, SyntaxError) and exc.filename == FILENAME:
+        lines.append(exc.lineno)
+    return lines[-1] if lines else None
+
+
+def describe_exception(exc: BaseException, what: str, memory_mb: int) -> dict[str, Any]:
+    line = _error_line(exc)
+    try:
+        message = str(exc)
+    except Exception:
+        message = "(the exception's message could not be shown)"
+    if len(message) > MAX_TEXT:
+        message = message[:MAX_TEXT] + "…"
+    where = f" at line {line}" if line is not None else ""
+    text = f"{what} raised {type(exc).__name__}{where}"
+    text = f"{text}: {message}" if message else text
+    if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
+        text += (
+            f" (the checker may use {memory_mb:,} MB; raise 'Checker memory limit' if it "
+            "really needs more)"
+        )
+    return {"error": text, "line": line}
+
+
+def as_reply(result: Any) -> dict[str, Any]:
+    """Turn check()'s return value into plain data. Booleans count as numbers (True → 1.0)."""
+    if result is None:
+        return {"error": "check() returned None; return a number (is a return missing?)"}
+    if isinstance(result, numbers.Real) or (
+        hasattr(type(result), "__float__") and not isinstance(result, (str, bytes))
+    ):  # int, float, bool, Fraction, numpy scalars
+        try:
+            return {"value": float(result)}
+        except Exception as exc:
+            return {"error": f"check() returned a number that is not a float: {exc}"}
+    try:
+        shown = reprlib.repr(result)
+    except Exception:
+        shown = "(unprintable)"
+    return {"error": f"check() returned {type(result).__name__} {shown}; return a number"}
+
+
+def _end_everything() -> None:
+    """The parent is gone: kill this process and whatever it started (its own session)."""
+    if os.name == "posix" and os.getpgrp() == os.getpid():
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os._exit(0)
+
+
+def _read_calls(requests: Any, calls: queue.SimpleQueue) -> None:
+    try:
+        for line in requests:
+            calls.put(line)
+    except (OSError, ValueError):
+        pass
+    _end_everything()
+
+
+def main() -> int:
+    """The child's whole life. Returns its exit code."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal is for the parent
+    sys.dont_write_bytecode = True
+    sys.argv = ["checker"]
+    requests = os.fdopen(os.dup(0), "rb")
+    replies = os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)  # print() from C code, or after sys.stdout is replaced, is captured too
+    tee = _Tee(2)
+    out = io.TextIOWrapper(
+        io.BufferedWriter(tee), encoding="utf-8", errors="replace", line_buffering=True
+    )
+    sys.stdout = sys.stderr = out
+    sys.stdin = open(os.devnull)  # noqa: SIM115
+
+    def send(msg: dict[str, Any]) -> None:
+        view = memoryview((json.dumps(msg) + "\n").encode())
+        while view:
+            view = view[os.write(replies, view) :]
+
+    def flush() -> None:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass
+
+    try:
+        init = json.loads(requests.readline())
+    except ValueError:
+        return 2
+    memory_mb, cpu_s, label = init["memory_mb"], init["cpu_s"], init["label"]
+    layers = frozenset(init["layers"])
+    protections = sandbox.apply(os.getcwd(), memory_mb, init["load_cpu_s"], cpu_s, layers)
+    calls: queue.SimpleQueue = queue.SimpleQueue()
+    threading.Thread(target=_read_calls, args=(requests, calls), daemon=True).start()
+    protections.append(sandbox.limit_processes(layers))
+    send({"started": True, "protections": protections})
+
+    namespace: dict[str, Any] = {"__name__": "checker"}
+    try:
+        exec(compile(init["source"], FILENAME, "exec", dont_inherit=True), namespace)
+        fn = namespace.get("check")
+        if not callable(fn):
+            what = f"{reprlib.repr(fn)} ({type(fn).__name__})"
+            send({"error": f"{label} binds check to {what}, not a function: {NEEDS_CHECK}"})
+            return 0
+    except BaseException as exc:
+        flush()
+        reply = describe_exception(exc, "its code", memory_mb)
+        reply.update(error=f"{label} failed to load: {reply['error']}")
+        if tee.total:
+            reply.update(output=tee.text(), printed=tee.total)
+        send(reply)
+        return 0
+    send({"ready": True})
+    while True:
+        line = calls.get()
+        call = json.loads(line)
+        if not sandbox.arm_cpu(cpu_s):
+            send({"recycle": True})
+            return 0
+        tee.reset()
+        try:
+            reply = as_reply(fn(*call))
+        except (Exception, SystemExit) as exc:
+            reply = describe_exception(exc, "check()", memory_mb)
+        flush()
+        if "error" in reply and tee.total:
+            reply.update(output=tee.text(), printed=tee.total)
+        send(reply)
+
+
+def run_if_child() -> None:
+    """In a frozen app's entry, before anything else: become a checker child when asked to."""
+    if sys.argv[1:2] == [sandbox.CHILD_FLAG]:
+        raise SystemExit(main())

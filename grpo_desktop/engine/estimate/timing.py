@@ -1,0 +1,105 @@
+"""The time half of the estimate before Start: rough seconds of one GRPO step, by phase.
+
+Seconds per step are rough: decode is memory-bound (every token reads every weight: weight
+bytes / bandwidth) or compute-bound (2 · parameters · rows FLOPs), plus a host overhead per
+token and layer; prefill and training passes cost 2 · parameters FLOPs per token forward, twice
+that again for the backward of full fine-tuning (LoRA's backward skips the frozen weights'
+gradients), the reference pass when β > 0, a recomputation with gradient checkpointing; all
+divided by the device's throughput (engine/estimate/fit.py measures or reads it).
+
+The constants were fitted on an idle 2-core CPU against bench/estimate.py's five shapes and
+bench/realistic.py's workload, phase by phase (bench/README.md); on CUDA they are read from
+issue 14's measurements and not yet checked on a GPU. Torch-free, like estimate_math.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from grpo_desktop.engine.estimate.formulas import (
+    Device,
+    Params,
+    Settings,
+    decoder_params,
+    trainable,
+    weights_detail,
+)
+from grpo_desktop.engine.estimate.memory import ModelShape
+
+# Host work per decoded token and layer (CPU: in matmul FLOP-equivalents, so it scales with the
+# measured rate — the demo's 4-layer lean decode step: ≈ 1 ms; CUDA: seconds, from issue 14's
+# eager decode step of 18-22 ms a token for 24 layers).
+HOST_PER_TOKEN_LAYER = {"cpu": 5e7, "cuda": 0.8e-3}
+# bitsandbytes' 4/8-bit layers per quantized weight: a decode step's few-row product through
+# its CPU kernel (0.5B-shaped QLoRA: 0.6-2.5× LoRA's generation time over three rounds on
+# a shared machine), and a training pass's unpacking.
+DECODE_QUANT_PER_WEIGHT = {"cpu": 300.0, "cuda": 0.0}
+PASS_QUANT_PER_WEIGHT = {"cpu": 20.0, "cuda": 0.0}
+# Bytes moved per logit and decoded token to choose the token (engine/ops/draw.py, measured on 2 CPU
+# cores for 32 rows × 151,936 tokens: scaling, softmax and the draw 8 ms; top-p's topk and
+# masking 40-160 ms as the distribution is peaked or flat), as multiples of a copy's bandwidth.
+SAMPLE_BYTES_PER_LOGIT = 30.0
+TOP_P_BYTES_PER_LOGIT = 370.0
+DECODE_SHARE = 0.36  # of the measured product rate, for a decode step's few-row CPU products
+# The output layer's products in the training passes on the CPU (the fused head's chunks of ~110
+# tokens against the whole vocabulary, with their log-softmax): this share of the measured rate
+# (0.5B-shaped model: 100-133 GFLOP/s where the 512 × 1024 × 1024 timing gives 225).
+HEAD_SHARE = 0.55
+# AdamW's bytes moved per trainable weight (weights, gradients, two moments and the single-tensor
+# update's temporaries; qwen-full's 166M weights took 1.22 s at 18-21 GB/s).
+OPTIMIZER_BYTES_PER_WEIGHT = 120.0
+WIDE = 1024  # hidden size from which CPU products reach the measured rate
+
+
+def seconds(shape: ModelShape, p: Params, s: Settings, dev: Device, rows: int) -> dict:
+    """Rough seconds of one step by phase: sampling (prefill + decode) and training (reference,
+    old-policy and policy passes, optimizer). On the CPU every term is work divided by the
+    measured product rate, so a busy machine's estimate is slower too: narrow layers reach a
+    smaller share of it (`width`), decode products of a few rows about a third (DECODE_SHARE),
+    the output layer's training products about half (HEAD_SHARE), and the per-token host work
+    and 4-bit unpacking are counted as product-equivalents; choosing each token is memory
+    traffic over the logits (SAMPLE_BYTES_PER_LOGIT, more with top-p)."""
+    flops = max(dev.flops, 1.0)
+    cpu = dev.kind == "cpu"
+    dec = decoder_params(p)
+    head = shape.hidden * shape.vocab
+    P, C, N = s.prompt_tokens, s.completion_tokens, s.rows
+    T = P + C
+    width = min(1.0, shape.hidden / WIDE) ** 0.5 if cpu else 1.0
+    attn = 4 * shape.layers * shape.hidden  # FLOPs per token and position attended to
+    host = HOST_PER_TOKEN_LAYER[dev.kind] * shape.layers  # per decoded token
+    host = host / flops if cpu else host
+    quantized = p.linear if s.quant != "none" else 0
+    unpack = PASS_QUANT_PER_WEIGHT[dev.kind] * quantized  # per forward over the whole model
+    unpack = unpack / flops if cpu else unpack
+    unpack_token = DECODE_QUANT_PER_WEIGHT[dev.kind] * quantized
+    unpack_token = unpack_token / flops if cpu else unpack_token
+    # Sampling: the prompt once per group, then C decode steps over all N rows.
+    prefill = (2 * dec * s.B * P / width + attn * s.B * P * P / 2) / flops + unpack
+    weight_bytes = sum(weights_detail(p, replace(s, beta=0.0)).values())
+    share = DECODE_SHARE if cpu else 1.0
+    per_token_compute = (2 * (dec + head) * N + attn * N * T) / (flops * share * width)
+    per_token_memory = weight_bytes / max(dev.bandwidth, 1.0)
+    # Choosing each row's token: a few passes over its logits (softmax, the draw; top-p's
+    # candidates), memory-bound on every device (engine/ops/draw.py).
+    bytes_per_logit = SAMPLE_BYTES_PER_LOGIT + (TOP_P_BYTES_PER_LOGIT if s.top_p < 1.0 else 0)
+    choose = bytes_per_logit * N * shape.vocab / max(dev.bandwidth, 1.0)
+    per_token = max(per_token_compute, per_token_memory) + unpack_token + host + choose
+    sampling = prefill + C * per_token
+    # Training: token-passes with a group's prompt shared by its G rows.
+    tokens = s.B * P + N * C
+    passes = max(1, -(-N // max(rows, 1)))
+    head_rate = HEAD_SHARE * width if cpu else 1.0
+    forward = (
+        2 * dec * tokens / width + 2 * head * N * C / head_rate + attn * N * T * T / 2
+    ) / flops
+    forward += unpack * passes
+    backward = (1.0 if s.lora else 2.0) * forward
+    if not s.lora:
+        backward += 2 * head * N * C / (flops * head_rate)  # the fused head recomputes chunks
+    if s.checkpointing:
+        backward += forward
+    extra = (s.beta > 0) + (s.num_iterations > 1)
+    optimizer = trainable(p, s) * OPTIMIZER_BYTES_PER_WEIGHT / max(dev.bandwidth, 1.0)
+    training = extra * forward + s.num_iterations * (forward + backward + optimizer)
+    return {"sampling": float(sampling), "training": float(training)}

@@ -1,0 +1,248 @@
+"""The torch side of `engine/export/pipeline.py`: write a checkpoint's adapter, or merge it into its base.
+
+`write_adapter(plan, folder, stage)` copies the PEFT adapter (its adapter_config.json pointing
+at the base model the run used: a hub id, or the base folder's absolute path), the base's
+tokenizer and a README.txt saying what base it needs and how to load it.
+`write_merged(plan, folder, stage)` loads the base (or a full fine-tuning checkpoint's weights)
+in the plan's dtype, merges the LoRA adapter into it (`merge_and_unload`: W + scale · B·A), and
+saves the model as safetensors with its tokenizer, chat template and a generation_config whose
+eos_token_id is every id the run stopped completions at (engine/rollout.stop_ids). A 4-bit or
+8-bit run's base is reloaded unquantized in bfloat16 from its folder (export_plan says why); a
+base saved already quantized by bitsandbytes (no full-precision copy) is dequantized to bfloat16
+first. Other saved quantizations (GPTQ, AWQ ...) are refused with what to do.
+
+`stage(fraction, message)` reports progress and raises ExportCancelled when the user cancelled.
+Writes only into `folder` (a temporary one: export.py renames it into place). Not for GGUF or TRL
+(export_gguf.py, export_trl.py).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+
+from grpo_desktop import __version__
+from grpo_desktop.engine.errors import UserError
+from grpo_desktop.engine.export.plan import (
+    ExportError,
+    ExportPlan,
+    MissingBaseModel,
+    hub_snapshot,
+    size_text,
+)
+from grpo_desktop.engine.models.remote_code import check_permission
+
+EXAMPLE_PROBLEM = "What is 12 * 34?"
+FAMILIAR = ("llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "phi3", "olmo2", "smollm3")
+
+
+class UnsupportedArchitecture(ExportError):
+    """A model whose architecture transformers cannot load as a causal LM."""
+
+
+def _check_base_available(plan: ExportPlan) -> None:
+    if not plan.base_is_local and hub_snapshot(plan.base) is None:
+        raise MissingBaseModel(
+            f"The run's base model {plan.base} (a Hugging Face hub id) is not in the local "
+            "Hugging Face cache, and the export needs its tokenizer (and, merged, its weights). "
+            f"Download it once while online (huggingface-cli download {plan.base}), or edit "
+            "model.name_or_path in the run's config.json to a local copy."
+        )
+
+
+def _load_tokenizer(path: str, plan: ExportPlan, remote_code):
+    from transformers import AutoTokenizer
+
+    trust = check_permission(plan.cfg.model.trust_remote_code, path, remote_code)
+    try:
+        return AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
+    except (OSError, ValueError) as exc:
+        raise MissingBaseModel(
+            f"The tokenizer of {path} cannot be loaded ({str(exc).splitlines()[0]}). The export "
+            "needs the base model the run trained on: put it back, or point model.name_or_path "
+            "in the run's config.json at a copy of it."
+        ) from None
+
+
+def _prompt_example(tokenizer, plan: ExportPlan) -> str:
+    from grpo_desktop.engine.data.dataset import build_prompt
+
+    try:
+        return build_prompt(tokenizer, EXAMPLE_PROBLEM, plan.cfg.data.system_prompt)
+    except UserError as exc:
+        return f"(the chat template failed: {exc})"
+
+
+def _readme(plan: ExportPlan, what: str, load: str, tokenizer, stop: list[int]) -> str:
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    base = plan.base if plan.is_adapter else (plan.base or plan.weights)
+    lines = [
+        f"Exported by GRPO Desktop {__version__} on {stamp}",
+        f"from the run {plan.run_dir}, checkpoint step {plan.step}.",
+        "",
+        what,
+        "",
+        "Load it (Python, with transformers" + (" and peft):" if plan.fmt == "adapter" else "):"),
+        "",
+        *("    " + line for line in load.strip().splitlines()),
+        "",
+        f"Base model: {base}" + ("" if plan.base_is_local else " (Hugging Face hub id)"),
+    ]
+    if plan.dtype_reason and plan.fmt != "adapter":
+        lines += ["", "Why bfloat16: " + plan.dtype_reason]
+    if stop:
+        names = ", ".join(f"{i} {tokenizer.convert_ids_to_tokens(i)!r}" for i in stop)
+        lines += ["", f"Completions stop at the ids: {names}."]
+    lines += [
+        "",
+        "The run prompted the model like this (system prompt and chat template as trained):",
+        "",
+        *("    " + line for line in _prompt_example(tokenizer, plan).splitlines()),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_adapter(plan: ExportPlan, folder: str, stage, remote_code=None) -> dict:
+    """The adapter folder (see the module docstring); returns summary fields."""
+    _check_base_available(plan)
+    os.makedirs(folder, exist_ok=True)
+    stage(0.1, "Copying the adapter")
+    for name in os.listdir(plan.weights):
+        src = os.path.join(plan.weights, name)
+        # peft's README.md is an empty model card: README.txt says what this is
+        if os.path.isfile(src) and name not in ("adapter_config.json", "README.md"):
+            shutil.copyfile(src, os.path.join(folder, name))
+    with open(os.path.join(plan.weights, "adapter_config.json"), encoding="utf-8") as fh:
+        config = json.load(fh)
+    config["base_model_name_or_path"] = plan.base  # absolute folder or hub id: loadable as is
+    with open(os.path.join(folder, "adapter_config.json"), "w", encoding="utf-8") as fh:
+        json.dump(config, fh, indent=2)
+    stage(0.6, "Saving the tokenizer")
+    tokenizer = _load_tokenizer(plan.base, plan, remote_code)
+    tokenizer.save_pretrained(folder)
+    load = (
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        "from peft import PeftModel\n"
+        f"base = AutoModelForCausalLM.from_pretrained({plan.base!r})\n"
+        f"model = PeftModel.from_pretrained(base, {plan.out_dir!r})\n"
+        f"tokenizer = AutoTokenizer.from_pretrained({plan.out_dir!r})"
+    )
+    what = (
+        f"A LoRA adapter (PEFT; r = {config.get('r')}, alpha = {config.get('lora_alpha')}). It "
+        f"is not a whole model: it needs the base model {plan.base} that the run trained on"
+        + (" (loaded in 4-bit for training; load it as you like)" if plan.quantized else "")
+        + ". To get a standalone model, export --format merged."
+    )
+    eos = tokenizer.eos_token_id
+    stop = [eos] if isinstance(eos, int) else []
+    _write_text(folder, "README.txt", _readme(plan, what, load, tokenizer, stop))
+    stage(0.95, "Adapter written")
+    return {"dtype": _adapter_dtype(folder)}
+
+
+def _adapter_dtype(folder: str) -> str | None:
+    from grpo_desktop.engine.export.plan import safetensors_tensors
+
+    dtypes = {d for d, _n in safetensors_tensors(folder).values()}
+    names = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
+    return names.get(dtypes.pop()) if len(dtypes) == 1 else None
+
+
+def _write_text(folder: str, name: str, text: str) -> None:
+    with open(os.path.join(folder, name), "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def _check_architecture(path: str, trust: bool) -> None:
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    try:
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust)
+    except (ValueError, KeyError) as exc:
+        raise UnsupportedArchitecture(
+            f"The model in {path} has an architecture this transformers cannot load "
+            f"({str(exc).splitlines()[0]}). Export supports the causal language models "
+            f"transformers knows ({len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)} architectures, "
+            f"among them {', '.join(FAMILIAR)}); upgrade transformers, or trust the model's own "
+            "code if it ships some. (GGUF: Llama and Qwen2 only.)"
+        ) from None
+    if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not trust:
+        known = ", ".join(t for t in FAMILIAR if t in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+        raise UnsupportedArchitecture(
+            f"The model in {path} is a {config.model_type!r} model, which is not a causal "
+            f"language model transformers can load for export. Supported: {known} and the "
+            f"other causal LMs of transformers ({len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)} in all)."
+        )
+    quantized = getattr(config, "quantization_config", None)
+    if isinstance(quantized, dict) and quantized.get("quant_method") == "bitsandbytes":
+        return  # dequantized before the merge (write_merged)
+    if quantized is not None:
+        method = quantized.get("quant_method") if isinstance(quantized, dict) else None
+        raise ExportError(
+            f"The base model in {path} is saved already quantized ({method or 'quantized'}), "
+            "so there are no full-precision weights to merge the adapter into. Download the "
+            "unquantized model, point model.name_or_path in the run's config.json at it, and "
+            "export again (or export the adapter alone: --format adapter)."
+        )
+
+
+def write_merged(plan: ExportPlan, folder: str, stage, remote_code=None) -> dict:
+    """The merged model folder (see the module docstring); returns summary fields."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from grpo_desktop.engine.models.loading import _quiet_transformers, load_tokenizer
+    from grpo_desktop.engine.sampling.rollout import stop_ids
+
+    _quiet_transformers()  # no per-file progress bars: `stage` reports the progress
+
+    if plan.is_adapter:
+        _check_base_available(plan)
+    source = plan.base if plan.is_adapter else plan.weights
+    trust = check_permission(plan.cfg.model.trust_remote_code, source, remote_code)
+    _check_architecture(source, trust)
+    dtype = getattr(torch, plan.dtype)
+    what_base = "the base model" if plan.is_adapter else "the fine-tuned weights"
+    stage(0.05, f"Loading {what_base} ({plan.dtype})")
+    if plan.prequantized:  # no full-precision copy: the saved quantized weights, dequantized
+        model = AutoModelForCausalLM.from_pretrained(
+            source, device_map={"": "cpu"}, trust_remote_code=trust
+        )
+        model = model.dequantize().to(dtype)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, trust_remote_code=trust)
+    if plan.is_adapter:
+        from peft import PeftModel
+
+        stage(0.4, "Merging the adapter into the weights")
+        model = PeftModel.from_pretrained(model, plan.weights).merge_and_unload()
+    model.to(dtype)
+    token_source = plan.base if plan.is_adapter else plan.weights
+    run_tokenizer = load_tokenizer(token_source, plan.cfg.model.trust_remote_code, remote_code)
+    stop = stop_ids(model, run_tokenizer)
+    gen = model.generation_config
+    gen.eos_token_id = stop[0] if len(stop) == 1 else stop
+    gen.pad_token_id = run_tokenizer.pad_token_id
+    stage(0.55, f"Writing the weights ({size_text(plan.parameters * dtype.itemsize)})")
+    os.makedirs(folder, exist_ok=True)
+    model.save_pretrained(folder)
+    del model
+    stage(0.9, "Saving the tokenizer")
+    tokenizer = _load_tokenizer(token_source, plan, remote_code)
+    tokenizer.save_pretrained(folder)
+    load = (
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        f"model = AutoModelForCausalLM.from_pretrained({plan.out_dir!r})\n"
+        f"tokenizer = AutoTokenizer.from_pretrained({plan.out_dir!r})"
+    )
+    kind = "LoRA adapter merged into the base model" if plan.is_adapter else "fine-tuned model"
+    what = (
+        f"A whole model ({kind}), {plan.parameters / 1e6:,.1f}M weights in {plan.dtype}; it "
+        "needs nothing else."
+    )
+    _write_text(folder, "README.txt", _readme(plan, what, load, tokenizer, stop))
+    return {"dtype": plan.dtype, "stop_ids": stop, "parameters": plan.parameters}

@@ -1,0 +1,351 @@
+"""What an export will read and write, found without torch: the run and checkpoint, the base
+model, the output's dtype and expected size, and the user-facing errors for a bad source.
+
+`plan_export(source, fmt, checkpoint=None, outtype="f16")` answers the Export dialog's and the
+CLI's questions before anything is loaded: which checkpoint (the newest whole one, or step
+`checkpoint`), which base model the adapter needs (a folder, a hub id, or the built-in demo's
+folder), the dtype the result is written in and why (a 4-bit or 8-bit run merges into bfloat16),
+and how many bytes it takes (read from the safetensors headers, nothing loaded). `engine/export/pipeline.py`
+does the writing; this module only reads. A settings JSON (for `trl`) needs no checkpoint.
+
+Errors a user can act on are `ExportError` (a UserError): no checkpoint yet, a damaged or missing
+checkpoint step, a missing base model, a format that does not fit the run (an adapter from a full
+fine-tuning run). Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from dataclasses import dataclass, field
+
+from grpo_desktop.engine.config import TrainConfig, load_config
+from grpo_desktop.engine.errors import ModelError, UserError
+from grpo_desktop.engine.runs.files import is_run_dir, read_run_config
+from grpo_desktop.engine.runs.layout import (
+    STATE_FILE,
+    checkpoint_problem,
+    intact_checkpoints,
+    list_checkpoints,
+)
+
+FORMATS = ("adapter", "merged", "gguf", "trl")
+OUTTYPES = ("f16", "q8_0")
+BYTES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1}
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+TOKENIZER_FILES = (
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+    "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json",
+)  # fmt: skip
+TRL_BYTES = 200_000  # a TRL project: scripts, configs, README (generous)
+
+
+class ExportError(UserError):
+    """An export that cannot be done as asked; the message says why and what to do."""
+
+
+class MissingBaseModel(ExportError, ModelError):
+    """The base model the run was trained on cannot be found."""
+
+
+@dataclass
+class ExportPlan:
+    fmt: str
+    cfg: TrainConfig
+    out_dir: str = ""  # where the export ends up (set by export.export)
+    run_dir: str | None = None  # None for a settings file (trl)
+    checkpoint: str | None = None  # the checkpoint folder
+    step: int | None = None
+    weights: str | None = None  # its adapter/ or model/ folder
+    is_adapter: bool = False
+    base: str = ""  # the base model: a local folder (absolute) or a hub id
+    base_is_local: bool = True
+    dtype: str = ""  # what the weights are written in (merged, gguf's temporary model)
+    dtype_reason: str = ""  # why, when it is not the base's own dtype
+    prequantized: str = ""  # the base folder's saved quantization ("bitsandbytes 4-bit"), if any
+    parameters: int = 0
+    result_bytes: int = 0  # what the output folder will take
+    needed_bytes: int = 0  # what the disk must hold while writing (gguf: + the merged model)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def quantized(self) -> bool:
+        return self.cfg.quantization.mode != "none" and self.is_adapter
+
+
+def read_config(run_dir: str) -> TrainConfig:
+    """The settings a run was started with (its config.json), torch-free."""
+    return read_run_config(run_dir, ExportError)
+
+
+def base_location(name_or_path: str) -> tuple[str, bool]:
+    """(where the base model is, whether that is a local folder); MissingBaseModel when a
+    local folder is gone."""
+    name = name_or_path.strip()
+    if name.startswith("builtin:"):
+        from importlib import resources
+
+        shipped = resources.files("grpo_desktop") / "resources" / "demo_model"
+        if name == "builtin:demo" and (shipped / "config.json").is_file():
+            return os.path.abspath(str(shipped)), True
+        from grpo_desktop.engine.models.loading import builtin_model_path  # torch: rare fallback
+
+        return os.path.abspath(builtin_model_path(name[len("builtin:") :])), True
+    expanded = os.path.expanduser(name)
+    if os.path.isdir(expanded) and os.path.isfile(os.path.join(expanded, "config.json")):
+        return os.path.abspath(expanded), True
+    looks_local = name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
+    if looks_local or os.path.exists(expanded):
+        raise MissingBaseModel(
+            f"The run's base model {expanded} (model.name_or_path in its config.json) is not "
+            "there any more, or is not a model folder (no config.json), and the export needs it "
+            "(its weights and tokenizer). Put the model back at that path, or edit "
+            "model.name_or_path in the run's config.json to where it is now."
+        )
+    return name, False  # a hub id: loaded from the local Hugging Face cache
+
+
+def hub_snapshot(repo: str) -> str | None:
+    """The local cache folder of a hub model, or None when it is not cached."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(repo, local_files_only=True)
+    except Exception:  # noqa: BLE001 (not cached, a bad id, no hub library: all mean "not here")
+        return None
+
+
+def safetensors_tensors(folder: str) -> dict[str, tuple[str, int]]:
+    """{name: (dtype, numel)} of every tensor in the folder's .safetensors files (headers only)."""
+    found: dict[str, tuple[str, int]] = {}
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".safetensors"))
+    except OSError:
+        return found
+    for name in names:
+        try:
+            with open(os.path.join(folder, name), "rb") as fh:
+                (n,) = struct.unpack("<Q", fh.read(8))
+                header = json.loads(fh.read(n))
+        except (OSError, ValueError, struct.error):
+            continue
+        for key, value in header.items():
+            if key != "__metadata__" and isinstance(value, dict):
+                found[key] = (value.get("dtype", "F32"), math.prod(value.get("shape", [])))
+    return found
+
+
+def _stored_dtype(folder: str | None) -> str:
+    """The dtype a model folder's config.json says its weights are in (float32 if unsaid)."""
+    try:
+        with open(os.path.join(folder or "", "config.json"), encoding="utf-8") as fh:
+            config = json.load(fh)
+    except (OSError, ValueError):
+        return "float32"
+    dtype = config.get("dtype") or config.get("torch_dtype") or "float32"
+    return dtype if dtype in DTYPE_BYTES else "float32"
+
+
+QUANT_STATE = (".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map", ".SCB")
+
+
+def weight_count(tensors: dict[str, tuple[str, int]]) -> int:
+    """The weights the tensors hold: bitsandbytes' 4-bit weights pack two into a byte (U8), and
+    their quantization constants are not weights."""
+    total = 0
+    for name, (dtype, numel) in tensors.items():
+        if name.endswith(QUANT_STATE) or ".quant_state." in name or name.endswith("weight_format"):
+            continue
+        total += numel * 2 if dtype == "U8" else numel
+    return total
+
+
+def _saved_quantization(folder: str | None) -> str:
+    """The quant_method a model folder's config.json says its weights are saved in ('' if none)."""
+    try:
+        with open(os.path.join(folder or "", "config.json"), encoding="utf-8") as fh:
+            quantization = json.load(fh).get("quantization_config")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    if not isinstance(quantization, dict):
+        return ""
+    method = str(quantization.get("quant_method") or "quantized")
+    if method == "bitsandbytes":
+        return "bitsandbytes 4-bit" if quantization.get("load_in_4bit") else "bitsandbytes 8-bit"
+    return method
+
+
+def _folder_bytes(folder: str, names) -> int:
+    return sum(
+        os.path.getsize(os.path.join(folder, n))
+        for n in names
+        if os.path.isfile(os.path.join(folder, n))
+    )
+
+
+def size_text(n: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:,.1f} TB"
+
+
+def pick_checkpoint(run_dir: str, step: int | None) -> tuple[int, str]:
+    """(step, folder) of the checkpoint to export: the newest whole one, or `step`."""
+    found = list_checkpoints(run_dir)
+    if not found:
+        raise ExportError(
+            f"The run in {run_dir} has saved no checkpoint yet, so there are no trained weights "
+            "to export. Train until a checkpoint is saved (run.checkpoint_every steps; Stop also "
+            "saves one), then export."
+        )
+    if step is not None:
+        chosen = [(s, p) for s, p in found if s == step]
+        if not chosen:
+            steps = ", ".join(str(s) for s, _ in found)
+            raise ExportError(
+                f"The run in {run_dir} has no checkpoint at step {step}; it has: {steps}. "
+                "Give one of those with --checkpoint, or leave it out for the newest."
+            )
+        problem = checkpoint_problem(chosen[0][1])
+        if problem is not None:
+            raise ExportError(
+                f"The checkpoint {chosen[0][1]} is damaged: {problem[0]}: {problem[1]}. Export "
+                "another checkpoint."
+            )
+        return chosen[0]
+    whole, damaged = intact_checkpoints(run_dir)
+    if not whole:
+        why = "; ".join(f"step {s}: {w}" for s, _p, w in damaged)
+        raise ExportError(f"No checkpoint of the run in {run_dir} is whole ({why}).")
+    return whole[-1]
+
+
+def _plan_trl(source, fmt: str) -> ExportPlan:
+    if isinstance(source, TrainConfig):
+        cfg = source
+    elif os.path.isdir(source):
+        cfg = read_config(source)
+    else:
+        cfg = load_config(source)
+    return ExportPlan(fmt, cfg, result_bytes=TRL_BYTES, needed_bytes=TRL_BYTES)
+
+
+def plan_export(
+    source: str | TrainConfig, fmt: str, checkpoint: int | None = None, outtype: str = "f16"
+) -> ExportPlan:
+    """What exporting `source` (a run folder or one of its checkpoint folders; for trl also a
+    settings JSON or a TrainConfig) as `fmt` will do. Raises ExportError."""
+    if fmt not in FORMATS:
+        raise ExportError(f"Unknown export format {fmt!r}: choose one of {', '.join(FORMATS)}.")
+    if outtype not in OUTTYPES:
+        raise ExportError(f"Unknown GGUF outtype {outtype!r}: choose f16 or q8_0.")
+    if fmt == "trl":
+        return _plan_trl(source, fmt)
+    if not isinstance(source, str):
+        raise ExportError(f"The {fmt} format exports a run folder, not settings alone.")
+    path = os.path.abspath(os.path.expanduser(source))
+    if os.path.isfile(os.path.join(path, STATE_FILE)):  # a checkpoint folder: RUN/checkpoints/x
+        run_dir = os.path.dirname(os.path.dirname(path))
+        checkpoint = checkpoint if checkpoint is not None else _state_step(path)
+    else:
+        run_dir = path
+    if not is_run_dir(run_dir):
+        raise ExportError(
+            f"{source} is not a run folder (one holds config.json and events.jsonl or "
+            "checkpoints/): give the folder a run trained into, a session (NAME.grpo), or a "
+            "checkpoint folder."
+        )
+    cfg = read_config(run_dir)
+    step, folder = pick_checkpoint(run_dir, checkpoint)
+    adapter = os.path.join(folder, "adapter")
+    is_adapter = os.path.isdir(adapter)
+    weights = adapter if is_adapter else os.path.join(folder, "model")
+    plan = ExportPlan(
+        fmt,
+        cfg,
+        run_dir=run_dir,
+        checkpoint=folder,
+        step=step,
+        weights=weights,
+        is_adapter=is_adapter,
+    )
+    if fmt == "adapter" and not is_adapter:
+        raise ExportError(
+            "This run fine-tuned all the model's weights (LoRA was off), so it has no adapter "
+            "to export. Export it as a whole model instead: --format merged (or gguf)."
+        )
+    if is_adapter or fmt == "adapter":
+        plan.base, plan.base_is_local = base_location(cfg.model.name_or_path)
+    else:  # a full fine-tuning checkpoint holds the whole model and its tokenizer
+        with_base = _optional_base(cfg.model.name_or_path)
+        plan.base, plan.base_is_local = with_base if with_base else (weights, True)
+    _sizes(plan, outtype)
+    return plan
+
+
+def _optional_base(name: str) -> tuple[str, bool] | None:
+    try:
+        return base_location(name)
+    except MissingBaseModel:
+        return None
+
+
+def _state_step(path: str) -> int | None:
+    try:
+        with open(os.path.join(path, STATE_FILE), encoding="utf-8") as fh:
+            return int(json.load(fh)["step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _sizes(plan: ExportPlan, outtype: str) -> None:
+    base_folder = plan.base if plan.base_is_local else hub_snapshot(plan.base)
+    model_folder = base_folder if plan.is_adapter else plan.weights
+    tensors = safetensors_tensors(model_folder or "")
+    plan.parameters = weight_count(tensors)
+    plan.prequantized = _saved_quantization(base_folder) if plan.is_adapter else ""
+    stored = _stored_dtype(base_folder if plan.is_adapter else plan.weights)
+    if not plan.is_adapter:  # saved master weights may be float32: the base's dtype decides
+        stored = _stored_dtype(base_folder) if base_folder != plan.weights else stored
+    plan.dtype = stored
+    if plan.prequantized:
+        plan.dtype = "bfloat16"
+        plan.dtype_reason = (
+            f"The base model {plan.base} is saved already quantized ({plan.prequantized}), with "
+            "no full-precision copy to merge into, so its weights are dequantized to bfloat16 "
+            "and the adapter is merged into them (the weights the run trained with): about "
+            f"{size_text(plan.parameters * 2)} ({plan.parameters / 1e6:,.1f}M weights × 2 bytes)."
+        )
+    elif plan.quantized:
+        plan.dtype = "bfloat16"
+        mode = "4-bit (NF4)" if plan.cfg.quantization.mode == "4bit" else "8-bit"
+        bits = 4.5 if plan.cfg.quantization.mode == "4bit" else 8
+        plan.dtype_reason = (
+            f"This run trained on a {mode} copy of the base model. Merging adds the adapter's "
+            f"update to every weight, which a {mode} weight cannot hold without being quantized "
+            "again (losing part of what was learnt), so the base is loaded unquantized in "
+            f"bfloat16 from {plan.base} and the adapter is merged into it: about "
+            f"{size_text(plan.parameters * 2)} ({plan.parameters / 1e6:,.1f}M weights × 2 "
+            f"bytes), against about {size_text(plan.parameters * bits / 8)} in {mode}."
+        )
+    token_folder = base_folder if plan.is_adapter else plan.weights
+    tokenizer_bytes = _folder_bytes(token_folder or "", TOKENIZER_FILES)
+    merged = plan.parameters * DTYPE_BYTES[plan.dtype] + tokenizer_bytes + 20_000
+    if plan.fmt == "adapter":
+        adapter_bytes = _folder_bytes(plan.weights, os.listdir(plan.weights))
+        plan.result_bytes = plan.needed_bytes = adapter_bytes + tokenizer_bytes + 10_000
+    elif plan.fmt == "merged":
+        plan.result_bytes = plan.needed_bytes = merged
+    else:  # gguf: the merged model in a temporary folder, then the GGUF file
+        per_weight = 2 if outtype == "f16" else 34 / 32  # q8_0: 32 int8 and one f16 scale
+        plan.result_bytes = int(plan.parameters * per_weight) + tokenizer_bytes + 10_000
+        plan.needed_bytes = plan.result_bytes + merged
+    if not tensors and plan.fmt != "adapter":
+        plan.notes.append(
+            f"The size is not known ahead: no .safetensors weights were found in "
+            f"{model_folder or plan.base} (the model is read from the Hugging Face cache)."
+        )

@@ -1,0 +1,96 @@
+"""Held-out evaluation: greedy answers on problems the run never trains on.
+
+This side evaluation is what tells real progress from reward hacking: the training reward can rise
+while held-out accuracy does not. Used by the trainer (every N steps, at start and end) and by
+`grpo-desktop eval` (engine/variants/eval_target.py). `sampled_format_rate` is the format rate of answers
+sampled at a temperature (1 by default): how often the model follows the format when it explores,
+which greedy decoding hides.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grpo_desktop.engine.config import TrainConfig
+from grpo_desktop.engine.data.dataset import Example, build_prompt
+from grpo_desktop.engine.events import EvalResult
+from grpo_desktop.engine.rewards.functions import accuracy_reward, format_reward
+from grpo_desktop.engine.sampling.rollout import generate_completions, tokenize_prompts
+
+EVAL_BATCH = 64
+
+
+def _answer_batches(policy, examples: list[Example], cfg: TrainConfig, **sampling):
+    """Yield (examples, completions) per batch of EVAL_BATCH problems: each prompt built as in
+    training and answered once with `sampling` (greedy=True, or temperature and top_p)."""
+    for start in range(0, len(examples), EVAL_BATCH):
+        batch = examples[start : start + EVAL_BATCH]
+        texts = [build_prompt(policy.tokenizer, ex.problem, cfg.data.system_prompt) for ex in batch]
+        ids, mask = tokenize_prompts(
+            policy.tokenizer, texts, cfg.data.max_prompt_length, policy.device
+        )
+        with torch.no_grad():
+            comps = generate_completions(
+                policy.model,
+                policy.tokenizer,
+                ids,
+                mask,
+                max_new_tokens=cfg.algorithm.max_completion_length,
+                **sampling,
+            )
+        yield batch, comps
+
+
+def evaluate(
+    policy, examples: list[Example], cfg: TrainConfig, step: int, n_samples: int = 4
+) -> EvalResult:
+    r = cfg.rewards
+    correct = formatted = 0.0
+    lengths: list[float] = []
+    samples = []
+    for batch, comps in _answer_batches(policy, examples, cfg, greedy=True):
+        answers = [ex.answer for ex in batch]
+        acc = accuracy_reward(
+            comps.texts,
+            answers,
+            mode=r.answer_extraction,
+            answer_tag=r.answer_tag,
+            think_tag=r.think_tag,
+            tolerance=r.numeric_tolerance,
+            checker=r.answer_checker,
+        )
+        fmt = format_reward(comps.texts, think_tag=r.think_tag, answer_tag=r.answer_tag)
+        correct += sum(v or 0.0 for v in acc)
+        formatted += sum(fmt)
+        lengths.extend(comps.lengths.tolist())
+        for ex, text, ok in zip(batch, comps.texts, acc):
+            if len(samples) < n_samples:
+                samples.append(
+                    {
+                        "prompt": ex.problem,
+                        "completion": text,
+                        "answer": ex.answer,
+                        "correct": ok == 1.0,
+                    }
+                )
+    n = len(examples)
+    return EvalResult(
+        step=step,
+        accuracy=correct / max(n, 1),
+        format_rate=formatted / max(n, 1),
+        n=n,
+        mean_length=sum(lengths) / max(len(lengths), 1),
+        samples=samples,
+    )
+
+
+def sampled_format_rate(
+    policy, examples: list[Example], cfg: TrainConfig, temperature: float = 1.0
+) -> float:
+    """Share of answers sampled at `temperature` (top-p 1) that follow the think/answer format.
+    Seed torch first for a repeatable number."""
+    r = cfg.rewards
+    formatted = 0.0
+    for _batch, comps in _answer_batches(policy, examples, cfg, temperature=temperature, top_p=1.0):
+        formatted += sum(format_reward(comps.texts, think_tag=r.think_tag, answer_tag=r.answer_tag))
+    return formatted / max(len(examples), 1)

@@ -1,0 +1,72 @@
+"""Handing the C heap's free pages back to the system during a CPU decode with a large vocabulary.
+
+Each decode step of a 151,936-token vocabulary makes several (N, V) float32 temporaries (19 MiB
+at N = 32: the output layer's logits, the scaled logits, the softmax, multinomial's own copy).
+Once glibc has freed one such block it raises its mmap threshold past that size, so the next ones
+come from the heap, and small blocks that outlive a step (a token's tensor, their bookkeeping)
+can land inside a freed 19 MiB hole, so the next step's block no longer fits there and the heap
+grows. Whether it happens depends on thread timing: two identical runs of bench/realistic.py's
+workload side by side, one grew its heap by 2.3 GB during the first step's 256-token decode
+(resident 1.45 -> 3.7 GiB, 2.3 GB of it free heap) and the other not at all. That chance was the
+difference between our worker's 2,246 and 3,716 MiB peaks in bench/README.md.
+
+`DecodeTrim` calls glibc's `malloc_trim(0)` (which returns every whole free page of every arena,
+not only the heap's top) every TRIM_EVERY tokens of a CPU decode whose logits per step are at
+least LARGE_LOGITS_BYTES, and once at its end: the heap may still fragment, but its free pages
+do not stay resident. The demo's logits (107 tokens) are far below that, so its decode never
+trims (a trim after every step cost 25-100 ms per step on the 3M and 25M benchmark models,
+engine/ops/kernels.py). Where malloc_trim does not exist (macOS, musl) nothing happens. Does not
+change where anything is allocated or any value computed, and does not pin glibc's thresholds
+(that cost the demo a third of its step, 1d59c5f).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import sys
+
+TRIM_EVERY = 16  # decode tokens between trims
+LARGE_LOGITS_BYTES = 4 * 2**20  # one step's logits (rows × vocabulary × element size) from here on
+_libc: dict[str, object] = {}
+stats = {"trims": 0}  # malloc_trim calls made in this process
+
+
+def _malloc_trim():
+    """glibc's malloc_trim, or None where there is none."""
+    if "fn" not in _libc:
+        fn = None
+        if sys.platform.startswith("linux"):
+            try:
+                fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+                fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
+            except (OSError, AttributeError):
+                fn = None
+        _libc["fn"] = fn
+    return _libc["fn"]
+
+
+def release_free_heap() -> bool:
+    """Return the C heap's free pages to the system; False where that is not possible."""
+    fn = _malloc_trim()
+    if fn is None:
+        return False
+    fn(0)
+    stats["trims"] += 1
+    return True
+
+
+class DecodeTrim:
+    """For a decode loop: `tick(t)` after token t trims every TRIM_EVERY tokens and `done()` at
+    the end, when the loop runs on the CPU with logits of at least LARGE_LOGITS_BYTES a step."""
+
+    def __init__(self, device_type: str, logits_bytes: int) -> None:
+        self.on = device_type == "cpu" and logits_bytes >= LARGE_LOGITS_BYTES
+
+    def tick(self, t: int) -> None:
+        if self.on and t % TRIM_EVERY == TRIM_EVERY - 1:
+            release_free_heap()
+
+    def done(self) -> None:
+        if self.on:
+            release_free_heap()

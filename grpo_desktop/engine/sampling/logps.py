@@ -1,0 +1,227 @@
+"""Per-token log-probs of completions under a model, in memory that does not grow with the vocabulary.
+
+`token_logps` scores completion tokens under any module (the policy, the old policy, the
+reference) at the sampling temperature. It runs the model's decoder for the final hidden states
+and turns them into log-probs with `fused_head.head_logps`, a chunk of tokens at a time, so the
+logits alive at any time are one chunk's (≈64 MiB) in the forward and the backward, whatever the
+batch: at Qwen's 151,936-token vocabulary, keeping them all cost 74 MiB per 128-token row.
+
+Rows that repeat a prompt (a group's G rows) run it through the decoder once and share its keys and
+values (gradients flow back through the copy): with a 40-token prompt and 64-token completions a
+third fewer token-passes in the reference pass and in the policy's forward and backward. Only the
+completion tokens the mask keeps are scored; masked positions (after the first EOS) get log-prob
+0 and entropy 0 and no gradient: the loss never reads them.
+
+A model whose logits are not `output_embeddings(decoder(x))` (soft-capped or scaled logits, a
+decoder transformers cannot find; checked once per model on a few tokens) is scored through its
+own forward, `logits_to_keep` completion positions, a few rows at a time: correct, but its logits
+memory grows with the vocabulary again.
+
+Does not sample (rollout.py) or compute losses (loss.py). Try it: tests/test_fused_logps.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+
+import torch
+
+from grpo_desktop.engine.ops.fused_head import head_logps, routing
+from grpo_desktop.engine.sampling.sampler import CACHE, expand_rows, out_cache, prompt_runs
+
+PLAIN_LOGITS_BUDGET = 2**25  # the plain path: elements of (rows, C, V) logits at once (~128 MB)
+# Config fields of models that change their logits after the output layer.
+LOGIT_CHANGES = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier")
+_split: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # base model -> splits cleanly
+
+
+def token_logps(
+    model,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    chunk: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probs (N, C) float32 of completion_ids under `model` and optionally their
+    entropies (N, C), 0 where completion_mask is 0. `chunk`: tokens per chunk of logits (default
+    from the vocabulary, fused_head.CHUNK_ELEMENTS).
+
+    Gradients flow when called outside no_grad. Position ids follow the attention mask, as in
+    generation, so left-padded rows see the same positions they were sampled with.
+    """
+    attention = torch.cat([prompt_mask, completion_mask.to(prompt_mask.dtype)], dim=1)  # (N, P+C)
+    position_ids = (attention.cumsum(dim=1) - 1).clamp(min=0)  # (N, P + C)
+    parts = decoder_and_head(model)
+    if parts is None:
+        return _plain_logps(
+            model, prompt_ids, completion_ids, attention, position_ids, temperature, with_entropy
+        )
+    decoder, head = parts
+    with routing(prompt_ids.device):  # float32 CPU products in oneDNN where faster (kernels.py)
+        hidden = None
+        if _can_share_prompts(model):
+            hidden = _hidden_sharing_prompts(
+                decoder, prompt_ids, attention, position_ids, completion_ids
+            )  # (N, C, H) or None
+        if hidden is None:
+            hidden = _hidden_plain(decoder, prompt_ids, completion_ids, attention, position_ids)
+    keep = completion_mask > 0  # (N, C)
+    with _autocast_like_forward(model):
+        logp, entropy = head_logps(
+            head, hidden[keep], completion_ids[keep], temperature, with_entropy, chunk
+        )  # (M,), (M,) | None
+    zeros = torch.zeros(keep.shape, dtype=torch.float32, device=keep.device)  # (N, C)
+    logps = zeros.index_put((keep,), logp)
+    if entropy is not None:
+        entropy = zeros.index_put((keep,), entropy)
+    return logps, entropy  # (N, C), (N, C) | None
+
+
+def decoder_and_head(model):
+    """(decoder, output layer) of a causal LM (a peft model's base model) when its logits are
+    exactly output_layer(decoder(...).last_hidden_state), else None. Checked once per model."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    try:
+        decoder, head = base.get_decoder(), base.get_output_embeddings()
+    except (AttributeError, NotImplementedError, ValueError):
+        return None
+    if decoder is None or head is None or decoder is base:
+        return None
+    if base not in _split:
+        _split[base] = _splits_cleanly(base, decoder, head)
+    return (decoder, head) if _split[base] else None
+
+
+def _splits_cleanly(base, decoder, head) -> bool:
+    """The model's logits on a few tokens equal head(decoder(...)): no soft-capping or scaling
+    after the output layer (also named in the config), and the decoder takes these arguments."""
+    config = getattr(base, "config", None)
+    for name in LOGIT_CHANGES:
+        value = getattr(config, name, None)
+        if value not in (None, 1, 1.0, False):
+            return False
+    try:
+        device = next(base.parameters()).device
+    except StopIteration:
+        return False
+    vocab = int(getattr(config, "vocab_size", 0) or 8)
+    ids = (torch.arange(8, device=device) % max(1, vocab)).unsqueeze(0)  # (1, 8)
+    mask, positions = torch.ones_like(ids), torch.arange(8, device=device).unsqueeze(0)
+    modes = [(m, m.training) for m in base.modules()]
+    try:
+        base.eval()  # no dropout: the two passes must see the same function
+        with torch.no_grad():
+            args = dict(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
+            full = base(**args).logits.float()  # (1, 8, V)
+            hidden = decoder(**args).last_hidden_state  # (1, 8, H)
+            with _autocast_like_forward(base):
+                split = head(hidden).float()  # (1, 8, V)
+    except (TypeError, ValueError, AttributeError, RuntimeError):
+        return False
+    finally:
+        for module, training in modes:
+            module.training = training
+    scale = float(full.abs().max().clamp(min=1.0))
+    return full.shape == split.shape and bool((full - split).abs().max() <= 1e-4 * scale)
+
+
+def _autocast_like_forward(model) -> contextlib.AbstractContextManager:
+    """The autocast the model's own forward runs under (float32 master weights in full
+    fine-tuning, modeling.py), for the output layer that logps runs outside that forward."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    setting = getattr(base, "autocast_forward", None)
+    if setting is None:
+        return contextlib.nullcontext()
+    device_type, dtype = setting
+    return torch.autocast(device_type, dtype=dtype)
+
+
+def _can_share_prompts(model) -> bool:
+    """A KV cache cannot carry gradients through checkpointed layers (transformers drops it)."""
+    if not (torch.is_grad_enabled() and model.training):
+        return True
+    return not any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
+
+
+def _hidden_plain(decoder, prompt_ids, completion_ids, attention, position_ids) -> torch.Tensor:
+    """Final hidden states (N, C, H) that predict each completion token, from one pass over
+    prompt + completion."""
+    P = prompt_ids.size(1)
+    out = decoder(
+        input_ids=torch.cat([prompt_ids, completion_ids], dim=1),  # (N, P + C)
+        attention_mask=attention,
+        position_ids=position_ids,
+        use_cache=False,
+    )
+    return out.last_hidden_state[:, P - 1 : -1]  # (N, C, H): position t predicts token t
+
+
+def _hidden_sharing_prompts(decoder, prompt_ids, attention, position_ids, completion_ids):
+    """The same (N, C, H) with each distinct prompt run through the decoder once: its keys and
+    values are computed for one row and copied to the others, then only the completion tokens go
+    through. Equal to the plain pass up to float rounding, for (P + C) / (P / G + C) times fewer
+    token-passes. None when no prompt repeats or the decoder does not take a cache this way."""
+    P, C = prompt_ids.size(1), completion_ids.size(1)
+    runs = prompt_runs(prompt_ids, attention[:, :P])
+    if runs is None:
+        return None
+    first, owner = runs  # (U,), (N,)
+    try:
+        out = decoder(
+            input_ids=prompt_ids[first],
+            attention_mask=attention[first, :P],
+            position_ids=position_ids[first, :P],
+            use_cache=True,
+        )
+        cache = out_cache(out)
+        if cache is None or not expand_rows(cache, owner):  # (U, ...) -> (N, ...) per layer
+            return None
+        head = out.last_hidden_state[:, -1:].index_select(0, owner)  # (N, 1, H): predicts token 0
+        if C == 1:
+            return head
+        rest = decoder(
+            input_ids=completion_ids[:, :-1],
+            attention_mask=attention[:, :-1],
+            position_ids=position_ids[:, P:-1],
+            use_cache=True,
+            **{CACHE: cache},
+        ).last_hidden_state  # (N, C - 1, H)
+    except TypeError:  # a decoder without position_ids / a cache
+        return None
+    return torch.cat([head, rest], dim=1)  # (N, C, H)
+
+
+def _plain_logps(
+    model, prompt_ids, completion_ids, attention, position_ids, temperature, with_entropy
+):
+    """Through the model's own forward, a few rows at a time (models that change their logits
+    after the output layer). Every chunk's logits stay in the autograd graph until backward."""
+    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (N, P + C)
+    N, C = completion_ids.shape
+    vocab = getattr(model.config, "vocab_size", 32000)
+    rows = max(1, PLAIN_LOGITS_BUDGET // max(1, C * vocab))
+    mask = attention[:, prompt_ids.size(1) :]  # (N, C)
+    logps, entropies = [], []
+    for s in range(0, N, rows):
+        sl = slice(s, s + rows)
+        with routing(input_ids.device):
+            logits = model(
+                input_ids=input_ids[sl],
+                attention_mask=attention[sl],
+                position_ids=position_ids[sl],
+                logits_to_keep=C + 1,
+                use_cache=False,
+            ).logits[:, :-1, :]  # (n, C, V): position t predicts completion token t
+        logits = logits.float() / temperature
+        log_norm = torch.logsumexp(logits, dim=-1)  # (n, C)
+        picked = logits.gather(-1, completion_ids[sl].unsqueeze(-1)).squeeze(-1)  # (n, C)
+        logps.append((picked - log_norm) * mask[sl])
+        if with_entropy:
+            with torch.no_grad():
+                logp_all = logits - log_norm.unsqueeze(-1)  # (n, C, V)
+                entropies.append(-(logp_all.exp() * logp_all).sum(-1) * mask[sl])  # (n, C)
+    return torch.cat(logps), torch.cat(entropies) if with_entropy else None
