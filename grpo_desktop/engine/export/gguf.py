@@ -65,7 +65,7 @@ def _architecture(model_dir: str, config: dict) -> str:
 
 def _facts(config, arch: str) -> dict:
     """The hyperparameters GGUF metadata and the tensor plan need."""
-    from grpo_desktop.engine.export.pipeline.gguf_tensors import llama3_rope_freqs
+    from grpo_desktop.engine.export.gguf_tensors import llama3_rope_freqs
 
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
@@ -123,7 +123,7 @@ def _stops_and_eos(tok, vocab, form) -> tuple[int | None, list[str]]:
 def _metadata(writer, config, arch: str, facts: dict, vocab, tok, eos, name: str, outtype: str):
     from gguf import GGML_QUANT_VERSION, LlamaFileType
 
-    from grpo_desktop.engine.export.pipeline.gguf_tensors import rope_theta
+    from grpo_desktop.engine.export.gguf_tensors import rope_theta
 
     writer.add_name(name)
     writer.add_file_type(
@@ -203,9 +203,9 @@ def write_gguf(
     from gguf import GGUFWriter
     from transformers import AutoConfig, AutoTokenizer
 
-    from grpo_desktop.engine.export.pipeline.gguf_tensors import plan_tensors
-    from grpo_desktop.engine.export.pipeline.gguf_vocab import read_vocab
-    from grpo_desktop.engine.export.pipeline.modelfile import chat_form, modelfile
+    from grpo_desktop.engine.export.gguf_tensors import plan_tensors
+    from grpo_desktop.engine.export.gguf_vocab import read_vocab
+    from grpo_desktop.engine.export.modelfile import chat_form, modelfile
 
     started = time.perf_counter()
     report = progress or (lambda fraction, message: None)

@@ -4,7 +4,7 @@ Behind `grpo-desktop score` and the Reward panel's "Test on a file…": a silent
 the most common way to waste a GRPO run, so users try theirs on answers they wrote or collected.
 
 Each input line is a JSON object with `completion` (text), `answer` (text or a number, read exactly
-as a dataset's answer column is read, by `engine.data.dataset.parse_answer`: GSM8K's "… #### 1,234" gives
+as a dataset's answer column is read, by `engine.data.gold.parse_answer`: GSM8K's "… #### 1,234" gives
 "1234", 42.0 gives "42") and optionally `prompt` (text, passed to a custom checker). Blank lines
 are skipped. `read_score_file` checks the whole file before anything is scored and raises
 ScoreFileError naming each bad line (the first ten) and what is wrong with it, so a half-broken
