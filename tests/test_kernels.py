@@ -169,6 +169,20 @@ def test_decode_products_take_the_faster_kernel_per_shape(decided, monkeypatch):
     assert torch.allclose(kernels._product(x, large, None), F.linear(x, large), atol=1e-5)
 
 
+def test_timing_a_decode_product_leaves_the_global_random_stream_alone(decided, monkeypatch):
+    """The first decode of a process times each product on random rows; drawn from the global
+    generator, they shifted the seeded sampling stream, so a seeded Try or a seeded step sampled
+    other tokens the first time than every time after (seen on a CPU where oneDNN is faster)."""
+    monkeypatch.setattr(kernels, "_faster", lambda op: True)  # enabled, the per-shape timing runs
+    weight = torch.randn(24, 16)  # (N, K)
+    torch.manual_seed(5)
+    expected = torch.rand(4)
+    torch.manual_seed(5)
+    kernels.product_for(32, weight)  # a new shape: timed now
+    assert kernels._choices  # it was timed, not skipped
+    assert torch.equal(torch.rand(4), expected)
+
+
 def test_describe_says_which_library_and_why(decided, monkeypatch):
     decided("0")
     assert kernels.describe() == "MKL (oneDNN switched off by GRPO_DESKTOP_ONEDNN=0)"

@@ -214,7 +214,10 @@ def product_for(rows: int, weight: torch.Tensor, bias: torch.Tensor | None = Non
         if os.environ.get(ENV, "").strip() == "1":
             _choices[key] = True
         else:
-            x = torch.randn(rows, weight.size(1))  # (M, K)
+            # A private generator: timing must not draw from the global one, or the first
+            # seeded generation of a process would sample other tokens than the next.
+            g = torch.Generator().manual_seed(0)
+            x = torch.randn(rows, weight.size(1), generator=g)  # (M, K)
             with torch.no_grad():
                 mkl, onednn = _best_times(_state["op"], x, weight, bias)
             _choices[key] = onednn < mkl
