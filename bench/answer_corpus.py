@@ -11,7 +11,7 @@ each rewards, and the time per 1,000 completions of the strict checker in the ma
 verify's cache empty, then warm). Every checker gets the reference as the engine's data loader
 passes it (`data.parse_answer`: GSM8K's "… #### 72" -> "72").
 
-Not a test (tests/test_answer_corpus.py is); needs git for the old checker (skipped without it).
+Not a test (tests/engine/rewards/test_answer_corpus.py is); needs git for the old checker (skipped without it).
 
 Run:  python bench/answer_corpus.py [--repeat 5]
 """

@@ -36,7 +36,7 @@ from grpo_desktop.engine.export.trl_map import (
     unmapped_rows,
 )
 
-# The versions the exported project was run with (tests/test_export_trl.py checks that they are
+# The versions the exported project was run with (tests/engine/export/test_export_trl.py checks that they are
 # the installed ones, so a change of environment is noticed and the export tested again).
 TESTED_VERSIONS = {
     "trl": "1.16.0",

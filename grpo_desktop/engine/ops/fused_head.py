@@ -29,7 +29,7 @@ enter it.
 
 Does not run the model's decoder (engine/sampling/logps.py does) and does not handle logits the model
 changes after its output layer (soft-capping, scaling): logps.py sends those models elsewhere.
-Try it: tests/test_fused_logps.py.
+Try it: tests/engine/ops/test_fused_logps.py.
 """
 
 from __future__ import annotations

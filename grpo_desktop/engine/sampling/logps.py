@@ -17,7 +17,7 @@ decoder transformers cannot find; checked once per model on a few tokens) is sco
 own forward, `logits_to_keep` completion positions, a few rows at a time: correct, but its logits
 memory grows with the vocabulary again.
 
-Does not sample (rollout.py) or compute losses (loss.py). Try it: tests/test_fused_logps.py.
+Does not sample (rollout.py) or compute losses (loss.py). Try it: tests/engine/ops/test_fused_logps.py.
 """
 
 from __future__ import annotations

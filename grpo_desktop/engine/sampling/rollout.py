@@ -6,7 +6,7 @@ completion tokens with their mask (padding and everything after the first EOS ex
 module (policy, old policy, reference) at the sampling temperature, holding one chunk of logits at
 a time and running each group's shared prompt once.
 
-Does not compute rewards or losses. Try it: see tests/test_rollout.py.
+Does not compute rewards or losses. Try it: see tests/engine/sampling/test_rollout.py.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ format reward and a custom checker still score. A custom checker the caller does
 `problem_choices(cfg, source)` lists the run's held-out problems (the ones `grpo-desktop eval`
 scores, engine/eval_target.held_out_examples) or its training problems, as plain dicts.
 
-Does not load models (engine/variants/run_variants.py), train or write anything. Try it: tests/test_try_model.py.
+Does not load models (engine/variants/run_variants.py), train or write anything. Try it: tests/engine/variants/test_try_model.py.
 """
 
 from __future__ import annotations

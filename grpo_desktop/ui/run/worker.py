@@ -7,7 +7,7 @@ pauses between steps, so `pause_reached` says when it actually waits (the step i
 finished). The train function is injected so tests can drive a fake generator; the default one
 imports the engine (and torch) in the worker thread, never in the GUI thread.
 
-Try it: see tests/test_ui_worker.py.
+Try it: see tests/ui/run/test_worker.py.
 """
 
 from __future__ import annotations
