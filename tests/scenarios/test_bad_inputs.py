@@ -1,6 +1,6 @@
 """Damaged and awkward inputs on the real command line (a subprocess each): every one gets a
-message naming the file and what is wrong, exit 2, no traceback, and nothing on disk changed
-(issue 13 §5 first bullet and §6). The corpus is tests/fixtures/bad_inputs/ (see its README);
+message naming the file and what is wrong, exit 2, no traceback, and nothing on disk changed.
+The corpus is tests/fixtures/bad_inputs/ (see its README);
 cases that need a model are built here."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A full disk while training (issue 13 §5, third bullet): the run stops with "The disk is full
+"""A full disk while training: the run stops with "The disk is full
 (… free at …): free some space or choose another folder; the last checkpoint (step K) is
 intact", exit 2, no temporary file or folder left, and once there is room again resuming works.
 Before the fix: "internal error: RuntimeError: [enforce fail at inline_container.cc:672]", the

@@ -1,4 +1,4 @@
-"""Correct training with real models (issue 14 §3): what realistic models do that the tiny test
+"""Correct training with real models: what realistic models do that the tiny test
 model does not (several EOS ids, a BOS, a generation_config with its own sampling settings,
 half-precision weights, 4-bit and 8-bit layers) is handled as the run's settings say.
 

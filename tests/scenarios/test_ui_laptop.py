@@ -1,4 +1,4 @@
-"""The window on a laptop screen (issue 15): it fits the screen's available area at first launch,
+"""The window on a laptop screen: it fits the screen's available area at first launch,
 the plots keep a readable height and scroll, the settings column scrolls; a real window on a
 1366×768 and a 1280×720 offscreen screen (Qt's offscreen platform reads the screen size from a
 config file), in a subprocess so the test session's own screen stays as it is."""

@@ -1,4 +1,4 @@
-"""A session's run folder must lie inside the session (issue 13 §3), and the trainer deletes only
+"""A session's run folder must lie inside the session, and the trainer deletes only
 what it wrote. A session.json whose `run` is an absolute path, climbs out with `..`, or is a
 symlink out (to a victim folder, to /etc) is refused with a message and nothing is touched —
 before the fix `train SESSION` deleted the victim's events.jsonl, config.json and checkpoints/

@@ -1,4 +1,4 @@
-"""Shared pieces of the issue 13 hazard tests (§2 model code, §3 run folders, §5 damaged
+"""Shared pieces of the hazard tests (model code, run folders, damaged
 checkpoints and full disks): a model folder that ships code whose import leaves a marker file,
 sessions written by hand the way a file from elsewhere would be, small real runs, and the CLI in
 a subprocess. Not a test module (no test_ prefix)."""

@@ -1,4 +1,4 @@
-"""Damaged files in the window (issue 13 §5, first bullet): opening a session.json with a field
+"""Damaged files in the window: opening a session.json with a field
 of the wrong type or not in UTF-8, a run whose events.jsonl has a broken line, or settings that
 are not UTF-8 or empty shows a message naming the file and the problem, and the window stays up
 on the session it had. The corpus is tests/fixtures/bad_inputs/ (see its README). The last test

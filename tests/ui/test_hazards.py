@@ -1,4 +1,4 @@
-"""The window meets the issue 13 hazards as a user would, with the real dialogs answered from a
+"""The window meets the hazards of files handed to a user, with the real dialogs answered from a
 QTimer: a session whose model ships code asks before anything runs it (the Dataset preview and
 Continue included) and "Keep off" means it never runs; a session whose run folder points out of
 it is refused; a damaged newest checkpoint is named in the banner and Continue picks up from the

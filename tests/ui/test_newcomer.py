@@ -1,4 +1,4 @@
-"""What a newcomer meets (issue 15): Start refused with the reason when the Dataset panel shows
+"""What a newcomer meets: Start refused with the reason when the Dataset panel shows
 that the held-out split leaves nothing to train on; no stale "Failed"/"Finished" in a new
 session; no "0:00 left" once a continued run has its first step; the welcome panel, dismissed
 once and never back."""

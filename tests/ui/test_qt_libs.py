@@ -1,4 +1,4 @@
-"""Missing Qt system libraries are named with the command that installs them (issue 15 §6): the
+"""Missing Qt system libraries are named with the command that installs them: the
 loader's own answers (ldd and dlopen) for a real library whose dependency is gone, the package
 names, and the real launch and --self-test on a machine that lacks xcb libraries."""
 

@@ -1,5 +1,5 @@
 """Messages for checker code that cannot load: they say it is the custom checker, and name a
-function that was meant to be check() (issue 13 §6). Checked as written, and through the real
+function that was meant to be check(). Checked as written, and through the real
 `grpo-desktop score` command, where such a message is all the user sees."""
 
 from __future__ import annotations

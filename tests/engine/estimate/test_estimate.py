@@ -1,4 +1,4 @@
-"""The memory and time estimate before Start (issue 14 §2): engine/estimate/fit.py and the CLI.
+"""The memory and time estimate before Start: engine/estimate/fit.py and the CLI.
 
 Validated against measured peak RSS by bench/estimate.py (README there); these tests pin what
 must hold whatever the calibration: the parts add up to the total, the parameter count read on

@@ -1,4 +1,4 @@
-"""Export (issue 17 §3): a run's checkpoint as a PEFT adapter or a merged model, round-tripped.
+"""Export: a run's checkpoint as a PEFT adapter or a merged model, round-tripped.
 
 - adapter: the exported folder loads with `PeftModel.from_pretrained(base, DIR)` on the base its
   adapter_config.json names, and answers greedily exactly as the run's checkpoint does;

@@ -1,4 +1,4 @@
-"""A full disk while exporting (issue 17 §3, "errors a user can act on"), tried for real on small
+"""A full disk while exporting, tried for real on small
 tmpfs file systems mounted in a private mount namespace (`unshare -rm`, as test_disk_full.py
 does; where mounting is not permitted the test skips and says why):
 

@@ -1,4 +1,4 @@
-"""Export on a realistic-shape model and from a 4-bit run (issue 17 §3), the slow part.
+"""Export on a realistic-shape model and from a 4-bit run, the slow part.
 
 - A LoRA run on qwen2.5-0.5b-shaped (engine/models/shapes.py: Qwen2.5-0.5B's width and 151,936-row
   vocabulary, two layers, bfloat16 weights, two EOS ids): the merged export is written in the

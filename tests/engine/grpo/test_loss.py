@@ -1,4 +1,4 @@
-"""Pins the GRPO math of engine.grpo.loss with hand-derived values from the lessons and GRPO.md."""
+"""Pins the GRPO math of engine.grpo.loss with hand-derived values from the lessons and docs/grpo.md."""
 
 from __future__ import annotations
 
@@ -202,7 +202,7 @@ def test_signal_probability_edges() -> None:
     ("loss_type", "expected"), [("grpo", 0.0), ("bnpo", -0.5), ("dapo", -0.5), ("dr_grpo", -0.25)]
 )
 def test_grpo_md_aggregation_check(loss_type: str, expected: float) -> None:
-    # GRPO.md: lengths 3 and 1, A = [+1, -1], w = 1, beta = 0 -> token losses -1,-1,-1 | +1.
+    # docs/grpo.md: lengths 3 and 1, A = [+1, -1], w = 1, beta = 0 -> token losses -1,-1,-1 | +1.
     # grpo: mean(-1, +1) = 0; bnpo and dapo: (-3 + 1) / 4 = -0.5; dr_grpo: -2 / (2 * 4) = -0.25.
     logps = torch.full((2, 3), -1.0, requires_grad=True)  # (N, T)
     mask = torch.tensor([[1, 1, 1], [1, 0, 0]])  # (N, T)

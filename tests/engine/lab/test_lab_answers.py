@@ -1,5 +1,5 @@
 """The answer-level Lab's math (engine/lab/answers.py) against the lesson "Training a reasoner with
-GRPO" (shared/seeds/000): its worked step on 17 × 24 and its signal-probability table, then what
+GRPO": its worked step on 17 × 24 and its signal-probability table, then what
 the lab shows when it plays: strict and sloppy checkers, and β's pull back to the start."""
 
 from __future__ import annotations

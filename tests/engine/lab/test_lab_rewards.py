@@ -57,7 +57,7 @@ def test_the_runs_own_settings_give_back_the_engines_rewards_and_advantages(step
 
 
 def _by_hand(totals: list[float], scale: str, std_type: str) -> list[float]:
-    """GRPO.md's advantages, written out: (r − group mean) / (std + 1e-4), etc."""
+    """The advantages of docs/grpo.md, written out: (r − group mean) / (std + 1e-4), etc."""
 
     def std(xs):
         m = sum(xs) / len(xs)

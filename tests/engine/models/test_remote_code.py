@@ -1,4 +1,4 @@
-"""A model's own code (issue 13 §2): a model folder — or a checkpoint's — that ships .py files
+"""A model's own code: a model folder — or a checkpoint's — that ships .py files
 named by auto_map runs them only after the same trust decision as a custom checker. Without
 --trust-remote-code every command-line path (train SESSION, train SESSION --resume, train
 --resume RUN, train CONFIG, eval RUN) exits 2 naming the flag and the marker the code would

@@ -19,7 +19,7 @@ from grpo_desktop.engine.rewards.functions import accuracy_verdicts
 from tests.support.paths import FIXTURES
 
 CORPUS = os.path.join(FIXTURES, "answer_corpus.jsonl")
-CATEGORIES = {  # every kind of completion the corpus must cover (issue 12 §2)
+CATEGORIES = {  # every kind of completion the corpus must cover
     "hedge_or", "hedge_tags", "hedge_boxes", "hedge_list", "hedge_sentences", "self_correction",
     "answer_then_numbers", "units_in_tag", "thousands", "unicode", "untagged_math",
     "fractions_decimals", "intervals", "sets", "percentages", "scientific", "negative",

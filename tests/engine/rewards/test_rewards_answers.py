@@ -1,4 +1,4 @@
-"""The accuracy checker's rules (issue 12 §2), one table per rule, on hand-written completions.
+"""The accuracy checker's rules, one table per rule, on hand-written completions.
 
 Strict (the default) scores one final answer: hedges score 0 with the reason "several answers";
 lenient takes the last value. tests/engine/rewards/test_rewards.py has the older extraction and matching tests

@@ -1,4 +1,4 @@
-"""Damaged checkpoints (issue 13 §5, second bullet): a truncated optimizer.pt or model.safetensors,
+"""Damaged checkpoints: a truncated optimizer.pt or model.safetensors,
 a damaged trainer_state.json or a pickle that weights_only loading refuses. Resuming names the
 checkpoint folder and file, skips it for the newest intact checkpoint (the log says which and
 why) and sets it aside as step-N.damaged; with no intact one left it stops with a message, exit

@@ -55,7 +55,7 @@ def test_sections_anchors_and_an_unknown_entry():
 
 def test_worked_example_numbers_match_the_lesson():
     # rewards [1, 0, 0, 0]: mean 0.25, population std sqrt(0.1875) = 0.433,
-    # A = 0.75 / 0.433 = +1.732 and -0.25 / 0.433 = -0.577 (GRPO.md's check values)
+    # A = 0.75 / 0.433 = +1.732 and -0.25 / 0.433 = -0.577 (docs/grpo.md's check values)
     mean = 0.25
     std = (sum((r - mean) ** 2 for r in (1, 0, 0, 0)) / 4) ** 0.5
     right, wrong = f"+{(1 - mean) / std:.3f}", f"−{mean / std:.3f}"

@@ -1,4 +1,4 @@
-"""The GRPO Lab window (issue 16 §1a) as a user meets it: Learn ▸ GRPO Lab (Ctrl+L, and the
+"""The GRPO Lab window as a user meets it: Learn ▸ GRPO Lab (Ctrl+L, and the
 toolbar button) opens one Lab window; "Use the lesson's group" then Step shows the lesson's worked
 numbers in the tables; Play steps on a timer until Pause; a group with no signal says so; the
 signal chart follows its G and p controls; other labs join with add_tab / show_tab."""

@@ -1,4 +1,4 @@
-"""The "Will it fit?" estimate in the main window (issue 14 §2), with the real engine estimate
+"""The "Will it fit?" estimate in the main window, with the real engine estimate
 (engine/estimate/fit.py; only the free memory is given, so the verdicts do not depend on this
 machine): the demo's parameters and memory parts, updates after edits in the real forms
 (debounced: two quick edits make one estimate), "will not fit" with advice whose Apply button

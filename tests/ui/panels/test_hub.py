@@ -1,4 +1,4 @@
-"""Hub ids in the Dataset preview with no network (issue 15 §3): the local cache first, a quick
+"""Hub ids in the Dataset preview with no network: the local cache first, a quick
 message naming the unreachable hub instead of minutes of retries, a Cancel button, and a newer
 preview (a local file) that is not held up by an older one still waiting on the hub.
 

@@ -122,7 +122,7 @@ def test_the_button_scores_the_file_chosen_in_the_dialog(qtbot, panel, samples, 
     assert _column(dialog, "format") == ["1", "1", "0", "1", "1", "0"]
     # Totals: 1 + 0.2·1 = 1.2, 0 + 0.2 = 0.2, 1 + 0 = 1, 1.2, 1.2, 0 + 0 = 0.
     assert _column(dialog, "Total") == ["1.2", "0.2", "1", "1.2", "1.2", "0"]
-    # "I do not know." has no final answer: the accuracy checker says so (issue 12 §2).
+    # "I do not know." has no final answer: the accuracy checker says so.
     assert _column(dialog, "Reason") == [""] * 5 + ["accuracy: no final answer found"]
     completion = table.item(0, 1)
     assert "⏎" in completion.text() and "\n" not in completion.text()  # one line in the cell

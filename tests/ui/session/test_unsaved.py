@@ -3,8 +3,8 @@ New Session and Open Recent show the real Save / Don't Save / Cancel box, answer
 timer through `QApplication.activeModalWidget()` (the ask method is not replaced). The autosave
 stays on disk until the question is answered; Cancel keeps the window, the session and the edits.
 The last test launches the app the way `grpo-desktop` does (`cli.main`, `run_app`), in a
-subprocess, and checks that a plain launch asks too (issue 13 §1: a scripted-mode helper that
-answers "discard" was installed on every launch)."""
+subprocess, and checks that a plain launch asks too (a scripted-mode helper that answers "discard" must
+never be installed on a plain launch)."""
 
 from __future__ import annotations
 
