@@ -1,18 +1,17 @@
 """GRPO math: group-relative advantages, the clipped policy loss with optional KL, and two helpers.
 
-What it does: turns a batch of rewards into advantages (`compute_advantages`) and turns per-token
-log-probs plus advantages into one scalar loss to backpropagate (`policy_loss`), following the
-project's GRPO spec (GRPO.md) and matching TRL's `GRPOTrainer._compute_loss` for the loss types
-grpo, bnpo, dr_grpo and dapo at token or sequence (GSPO) level. `signal_probability` and
-`advantage_histogram` feed the app's explanations and plots.
+`compute_advantages` turns a batch of rewards into advantages; `policy_loss` turns per-token
+log-probs plus advantages into one scalar loss to backpropagate, as docs/grpo.md writes them and
+as TRL's `GRPOTrainer._compute_loss` computes them for the loss types grpo, bnpo, dr_grpo and dapo
+at token or sequence (GSPO) level. `signal_probability` and `advantage_histogram` feed the app's
+explanations and plots.
 
-What it deliberately does not do: run models, compute log-probs, divide by gradient accumulation
-steps or gather across processes. The caller owns those (for grpo/bnpo/dr_grpo divide the returned
-loss by the number of accumulated micro-batches; dapo is already normalised by the token count of
-the whole generation batch via `num_items_in_batch`). The KL term is plain k3 as in GRPO.md, not
-TRL's default importance-weighted variant (`use_bias_correction_kl`).
+Not here: running models, log-probs, gradient accumulation, gathering across processes. The
+caller owns those (step.py weights each micro-batch's loss; dapo is already normalised by the
+token count of the whole step via `num_items_in_batch`). The KL term is plain k3, not TRL's
+default importance-weighted variant (`use_bias_correction_kl`). Shapes: N rows, C completion tokens.
 
-How to try it:
+Try it:
     >>> import torch
     >>> A, _ = compute_advantages(torch.tensor([1.0, 0.0, 0.0, 0.0]), G=4)
     >>> [round(a, 3) for a in A.tolist()]
@@ -61,10 +60,10 @@ def compute_advantages(
 
     scale="group": A = (r - mean_g) / (std_g + eps); "batch": mean per group, std over every scored
     reward of the batch; "none": A = r - mean_g. Statistics are taken in float64, and a group whose
-    scored rewards are all equal gets advantages of exactly 0 (and std 0). std_type "population" divides by n (the lessons,
-    DeepSeekMath), "sample" by n - 1 (TRL). NaN rewards ("no score") are left out of the mean and
-    std and get advantage 0; a group with fewer than two scored rows has std 0 (so its advantages
-    are 0). Returns (advantages (N,), group_std (B,)); group_std is the per-group std of `std_type`
+    scored rewards are all equal gets advantages of exactly 0 (and std 0). std_type "population"
+    divides by n (DeepSeekMath), "sample" by n - 1 (TRL). NaN rewards ("no score") are left out of
+    the mean and std and get advantage 0; a group with fewer than two scored rows has std 0 (so its
+    advantages are 0). Returns (advantages (N,), group_std (B,)); group_std is the per-group std of `std_type`
     whatever `scale` is, for the `reward_std` and `frac_reward_zero_std` metrics.
     """
     if scale not in SCALES:
@@ -76,8 +75,10 @@ def compute_advantages(
     if G < 1 or rewards.numel() % G != 0:
         raise ValueError(f"{rewards.numel()} rewards cannot be split into groups of G={G}")
     out_dtype = rewards.dtype if rewards.is_floating_point() else torch.float32
-    # Group statistics in float64: float32 rounding of a mean like 1.2 left every row of a group
-    # without spread at about ±1e-3 after dividing by std + eps, a small systematic push.
+    # Group statistics in float64: a real spread on a large reward (1e6 + 0.1 against 1e6 + 0.2)
+    # survives, and rounding noise stays far below what _has_spread counts as a spread (in
+    # float32 a group of 1.2s has a mean off in the last bit, about ±1e-3 after dividing by
+    # std + eps: a small systematic push).
     sample = std_type == "sample"
     grouped = rewards.to(torch.float64).view(-1, G)  # (B, G)
     spread = _has_spread(grouped)  # (B, 1) bool
@@ -130,12 +131,12 @@ def policy_loss(
 ) -> LossOutput:
     """Clipped GRPO surrogate loss (+ beta * k3) of one micro-batch, aggregated as `loss_type` says.
 
-    logps (N, T) current-policy log-probs of the sampled tokens (with grad); old_logps (N, T) or
-    None (= logps.detach(), ratio 1); ref_logps (N, T), needed when beta > 0; advantages (N,);
-    mask (N, T), 1 on real completion tokens. level="sequence" (GSPO) uses one ratio per sequence,
+    logps (N, C) current-policy log-probs of the sampled tokens (with grad); old_logps (N, C) or
+    None (= logps.detach(), ratio 1); ref_logps (N, C), needed when beta > 0; advantages (N,);
+    mask (N, C), 1 on real completion tokens. level="sequence" (GSPO) uses one ratio per sequence,
     exp of the masked mean log-ratio, kept differentiable as TRL does. Aggregation: grpo = mean over
     sequences of each sequence's token mean; bnpo = token mean of the micro-batch; dr_grpo =
-    sum / (N * max_completion_length, default T); dapo = sum / num_items_in_batch (completion tokens
+    sum / (N * max_completion_length, default C); dapo = sum / num_items_in_batch (completion tokens
     of the whole generation batch, default mask.sum()). Metrics follow TRL: "clip_ratio/low_mean",
     "clip_ratio/high_mean", "clip_ratio/region_mean" (token fractions, or sequence fractions at
     sequence level) and "kl" (masked mean k3) when beta > 0; one host sync, at the end.
@@ -165,33 +166,33 @@ def policy_loss(
         )
 
     eps_high = epsilon_low if epsilon_high is None else epsilon_high
-    mask = mask.to(logps.dtype)  # (N, T)
+    mask = mask.to(logps.dtype)  # (N, C)
     if old_logps is None:
-        old_logps = logps.detach()  # (N, T)
+        old_logps = logps.detach()  # (N, C)
     adv = advantages.to(logps.dtype).unsqueeze(1)  # (N, 1)
-    log_ratio = logps - old_logps  # (N, T)
+    log_ratio = logps - old_logps  # (N, C)
     if level == "token":
-        log_w = log_ratio  # (N, T)
+        log_w = log_ratio  # (N, C)
     else:
         seq_len = mask.sum(dim=1, keepdim=True).clamp(min=1.0)  # (N, 1)
         log_w = (log_ratio * mask).sum(dim=1, keepdim=True) / seq_len  # (N, 1)
-    w = torch.exp(log_w)  # (N, T) or (N, 1)
-    w_clipped = torch.clamp(w, 1.0 - epsilon_low, 1.0 + eps_high)  # (N, T) or (N, 1)
-    per_token = -torch.min(w * adv, w_clipped * adv)  # (N, T) or (N, 1)
+    w = torch.exp(log_w)  # (N, C) or (N, 1)
+    w_clipped = torch.clamp(w, 1.0 - epsilon_low, 1.0 + eps_high)  # (N, C) or (N, 1)
+    per_token = -torch.min(w * adv, w_clipped * adv)  # (N, C) or (N, 1)
     k3 = None
     if beta > 0:
-        ref_diff = ref_logps - logps  # (N, T)
-        k3 = torch.exp(ref_diff) - ref_diff - 1.0  # (N, T)
-        per_token = per_token + beta * k3  # (N, T)
-    masked = per_token * mask  # (N, T)
+        ref_diff = ref_logps - logps  # (N, C)
+        k3 = torch.exp(ref_diff) - ref_diff - 1.0  # (N, C)
+        per_token = per_token + beta * k3  # (N, C)
+    masked = per_token * mask  # (N, C)
 
-    N, T = mask.shape
+    N, C = mask.shape
     if loss_type == "grpo":
         loss = (masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)).mean()
     elif loss_type == "bnpo":
         loss = masked.sum() / mask.sum().clamp(min=1.0)
     elif loss_type == "dr_grpo":
-        length = T if max_completion_length is None else max_completion_length
+        length = C if max_completion_length is None else max_completion_length
         loss = masked.sum() / (N * length)
     else:
         n_items = mask.sum() if num_items_in_batch is None else num_items_in_batch
@@ -199,9 +200,9 @@ def policy_loss(
         loss = masked.sum() / n_items.clamp(min=1.0)
 
     with torch.no_grad():
-        low = (w < 1.0 - epsilon_low) & (adv < 0)  # (N, T) or (N, 1)
-        high = (w > 1.0 + eps_high) & (adv > 0)  # (N, T) or (N, 1)
-        flags = torch.stack([low, high, low | high]).to(logps.dtype)  # (3, N, T) or (3, N, 1)
+        low = (w < 1.0 - epsilon_low) & (adv < 0)  # (N, C) or (N, 1)
+        high = (w > 1.0 + eps_high) & (adv > 0)  # (N, C) or (N, 1)
+        flags = torch.stack([low, high, low | high]).to(logps.dtype)  # (3, N, C) or (3, N, 1)
         if level == "token":
             clip = (flags * mask).sum(dim=(1, 2)) / mask.sum().clamp(min=1.0)  # (3,)
         else:

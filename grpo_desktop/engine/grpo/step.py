@@ -1,19 +1,23 @@
 """One GRPO step: sample B·G completions, score them, compute advantages, update the policy.
 
-`sample_groups` generates and scores groups for a list of examples; `grpo_step` adds dynamic
-sampling, the old/reference log-prob passes, the micro-batched loss with gradient accumulation and
-the optimizer step, and returns the rollout rows and TRL-named metrics of the step.
+`sample_groups` generates and scores G completions for each of B problems; `grpo_step` turns the
+rewards into advantages, runs the old and reference log-prob passes it needs, the micro-batched
+loss with gradient accumulation and the optimizer step, and returns the step's rollout rows and
+TRL-named metrics (docs/grpo.md, "One step", says the same in formulas). Dynamic sampling's
+extra rounds are `select_groups`, driven by the loop in trainer.py.
 
-Does not loop over steps, evaluate or checkpoint (trainer.py does). Time spent per phase is
-returned in the metrics (`time/generate`, `time/rewards`, `time/ref` for old and reference
-log-probs, `time/update` for the policy forward/backward, `time/optimizer`).
+Not here: the loop over steps, evaluation, checkpoints (trainer.py) and the math (loss.py). The
+time of each phase comes back in the metrics as `time/generate`, `time/rewards`, `time/ref` (old
+and reference log-probs), `time/update` (the policy's forward and backward) and `time/optimizer`.
+
+Try it:  python -m pytest -q tests/engine/grpo/test_step.py
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -31,6 +35,37 @@ from grpo_desktop.engine.sampling.rollout import (
 
 
 @dataclass
+class Timings:
+    """Seconds spent in each phase of a step; `metrics()` gives them their TRL-style names."""
+
+    generate: float = 0.0  # sampling the completions
+    rewards: float = 0.0  # scoring them (the custom checker's process included)
+    ref: float = 0.0  # the no-gradient passes: old and reference log-probs
+    optimizer: float = 0.0  # gradient clipping and the optimizer step
+    update: float = 0.0  # the policy's forward and backward passes
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "time/generate": self.generate,
+            "time/rewards": self.rewards,
+            "time/ref": self.ref,
+            "time/optimizer": self.optimizer,
+            "time/update": self.update,
+        }
+
+    @staticmethod
+    def total(parts: list[Timings]) -> Timings:
+        """The phases summed over several sampling rounds."""
+        return Timings(
+            generate=sum(t.generate for t in parts),
+            rewards=sum(t.rewards for t in parts),
+            ref=sum(t.ref for t in parts),
+            optimizer=sum(t.optimizer for t in parts),
+            update=sum(t.update for t in parts),
+        )
+
+
+@dataclass
 class Groups:
     """Completions of several prompts, G per prompt, contiguous per group."""
 
@@ -38,7 +73,7 @@ class Groups:
     completions: Completions
     rewards: RewardBatch
     totals: torch.Tensor  # (N,) weighted reward, NaN where nothing could score
-    timings: dict = field(default_factory=dict)
+    timings: Timings = field(default_factory=Timings)
 
 
 @dataclass
@@ -58,11 +93,13 @@ def sample_groups(policy, examples: list[Example], cfg: TrainConfig, rewards: Re
         policy.tokenizer, texts, cfg.data.max_prompt_length, policy.device
     )  # (B, P)
     t0 = time.perf_counter()
+    # All B*G completions in one batched decode: a group's G rows are contiguous, which is the
+    # layout compute_advantages groups by.
     comps = generate_completions(
         policy.model,
         policy.tokenizer,
         prompt_ids.repeat_interleave(G, dim=0),  # (B*G, P)
-        prompt_mask.repeat_interleave(G, dim=0),
+        prompt_mask.repeat_interleave(G, dim=0),  # (B*G, P)
         max_new_tokens=a.max_completion_length,
         temperature=a.temperature,
         top_p=a.top_p,
@@ -75,7 +112,7 @@ def sample_groups(policy, examples: list[Example], cfg: TrainConfig, rewards: Re
     totals = torch.tensor(
         [math.nan if v is None else float(v) for v in scored.totals], dtype=torch.float64
     )  # (N,) float64: a reward of 1e6 + 0.1 keeps its 0.1
-    timings = {"time/generate": t1 - t0, "time/rewards": time.perf_counter() - t1}
+    timings = Timings(generate=t1 - t0, rewards=time.perf_counter() - t1)
     return Groups(examples, comps, scored, totals, timings)
 
 
@@ -97,6 +134,8 @@ def select_groups(parts: list[Groups], keep: list[torch.Tensor], G: int, pad_id:
         rows = torch.nonzero(kept.repeat_interleave(G)).flatten()
         idx_rows.append(rows)
 
+    # Rounds decode to different lengths: prompts stay left-padded (their ends line up with the
+    # completions), completions right-padded, so every row reads as it was sampled.
     def cat(attr, value, left):
         return _pad_cat(
             [getattr(p.completions, attr)[r] for p, r in zip(parts, idx_rows)], value, left
@@ -121,9 +160,9 @@ def select_groups(parts: list[Groups], keep: list[torch.Tensor], G: int, pad_id:
         extracted=_pick(pick, "extracted"),
         reasons=_pick(pick, "reasons"),
     )
-    totals = torch.cat([p.totals[r] for p, r in zip(parts, idx_rows)])
-    timings = {k: sum(p.timings.get(k, 0.0) for p in parts) for k in parts[0].timings}
-    return Groups(examples, comps, batch, totals, timings)
+    totals = torch.cat([p.totals[r] for p, r in zip(parts, idx_rows)])  # (N,)
+    # Every round's sampling time counts: the step paid for the dropped groups too.
+    return Groups(examples, comps, batch, totals, Timings.total([p.timings for p in parts]))
 
 
 def _pick(pick: list, attr: str) -> list:
@@ -133,16 +172,20 @@ def _pick(pick: list, attr: str) -> list:
     return [getattr(p.rewards, attr)[i] for p, rr in pick for i in rr]
 
 
-def _optimizer_update(policy, optimizer, scheduler, max_grad_norm: float, timings: dict) -> float:
+def _optimizer_update(
+    policy, optimizer, scheduler, max_grad_norm: float, timings: Timings
+) -> float:
     t0 = time.perf_counter()
     params = policy.trainable_parameters()
-    limit = max_grad_norm if max_grad_norm > 0 else math.inf
+    limit = max_grad_norm if max_grad_norm > 0 else math.inf  # inf: measure the norm, clip nothing
     grad_norm = torch.nn.utils.clip_grad_norm_(params, limit)
     optimizer.step()
+    # The schedule counts optimizer updates, not steps: with num_iterations > 1 it advances that
+    # many times per step.
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     grad_norm = float(grad_norm)  # a sync: the optimizer's work is done when this returns
-    timings["time/optimizer"] = timings.get("time/optimizer", 0.0) + time.perf_counter() - t0
+    timings.optimizer += time.perf_counter() - t0
     return grad_norm
 
 
@@ -152,6 +195,49 @@ def _nan_stats(values: list) -> tuple[float, float]:
         return math.nan, math.nan
     mean = sum(xs) / len(xs)
     return mean, math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs))
+
+
+@dataclass
+class _Batch:
+    """The step's N rows as the log-prob passes and the loss read them, a slice at a time."""
+
+    completions: Completions  # prompt_ids, prompt_mask (N, P); completion_ids, _mask (N, C)
+    temperature: float  # log-probs of logits / temperature: the distribution that sampled
+    advantages: torch.Tensor  # (N,)
+    mask: torch.Tensor  # (N, C) the loss's mask (truncated rows zeroed if asked)
+    old_logps: torch.Tensor | None = None  # (N, C), None: one update, the ratio is exactly 1
+    ref_logps: torch.Tensor | None = None  # (N, C), None: β = 0, no KL term
+
+    @property
+    def N(self) -> int:
+        return self.completions.completion_ids.size(0)
+
+    def token_logps(self, model, s: slice, with_entropy: bool = False):
+        """Log-probs of rows `s` under `model`, and their entropies when asked: (mb, C) each."""
+        c = self.completions
+        return token_logps(
+            model,
+            c.prompt_ids[s],  # (mb, P)
+            c.prompt_mask[s],  # (mb, P)
+            c.completion_ids[s],  # (mb, C)
+            c.completion_mask[s],  # (mb, C)
+            self.temperature,
+            with_entropy=with_entropy,
+        )
+
+
+@dataclass
+class _PassTotals:
+    """What the first update pass over the N rows measured, for the step's metrics."""
+
+    loss: float = 0.0  # the accumulated loss: the whole step's, as its gradient is
+    metrics: dict[str, float] = field(default_factory=dict)  # TRL's clip ratios (and kl)
+    entropy_sum: float = 0.0  # summed over the loss mask's tokens
+    entropy_count: float = 0.0  # those tokens
+
+    @property
+    def entropy(self) -> float:
+        return self.entropy_sum / max(self.entropy_count, 1.0)
 
 
 def grpo_step(
@@ -173,27 +259,32 @@ def grpo_step(
     advantages, group_std = compute_advantages(
         groups.totals, G, scale=a.scale_rewards, std_type=a.std_type
     )  # (N,), (B,)
-    advantages = advantages.to(policy.device)
+    advantages = advantages.to(policy.device)  # (N,)
     mask = c.completion_mask  # (N, C)
     if a.mask_truncated_completions:
+        # DAPO's overlong filtering: a completion cut off by the length limit was scored
+        # without its ending, so its reward says little about its tokens.
         mask = mask * (~c.truncated).float().unsqueeze(1)  # (N, C)
-    timings = dict(groups.timings)
+    timings = replace(groups.timings)  # a copy: the same groups may be stepped again (tests)
     notes: list[str] = []
+    batch = _Batch(c, a.temperature, advantages, mask)
     t0 = time.perf_counter()
-    args = (c.prompt_ids, c.prompt_mask, c.completion_ids, c.completion_mask, a.temperature)
+    # Micro-batches: the activations of all N rows need not fit in memory at once. Each pass
+    # takes `mb` rows and accumulates gradients, weighted so they add up to the step's loss.
     rows_per_pass = rows_per_pass or RowsPerPass(a.micro_batch_size)
     mb = rows_per_pass.choose(policy, cfg, N, c.prompt_ids.size(1), c.completion_ids.size(1))
-    (old_logps, ref_logps), mb = halving_on_oom(
-        lambda mb: _old_and_ref_logps(policy, args, mb, a), mb, rows_per_pass, policy, notes
+    batch, mb = halving_on_oom(
+        lambda mb: _with_old_and_ref_logps(policy, batch, mb, a), mb, rows_per_pass, policy, notes
     )
-    timings["time/ref"] = time.perf_counter() - t0
+    timings.ref = time.perf_counter() - t0
     t1 = time.perf_counter()
-    batch = _Batch(args, advantages, mask, old_logps, ref_logps)
     grad_norm = math.nan
-    totals = {}
+    first_pass = _PassTotals()
     policy.model.train()
     for iteration in range(a.num_iterations):
-        result, mb = halving_on_oom(
+        # A pass that runs out of memory is redone with half the rows; its partial gradients are
+        # dropped first, or the rows it did get through would count twice.
+        totals, mb = halving_on_oom(
             lambda mb, first=iteration == 0: _update_pass(policy, batch, mb, a, first),
             mb,
             rows_per_pass,
@@ -202,25 +293,25 @@ def grpo_step(
             drop_gradients=True,
         )
         if iteration == 0:
-            totals = result
+            # The step reports the first iteration's loss and metrics: that one is measured on
+            # the policy that sampled, like every step's; later ones see it already moved.
+            first_pass = totals
         grad_norm = _optimizer_update(policy, optimizer, scheduler, a.max_grad_norm, timings)
-    loss_total, sums = totals["loss"], totals["sums"]
-    entropy_sum, entropy_count = totals["entropy_sum"], totals["entropy_count"]
     # time/update is the policy forward and backward passes; time/optimizer the clip and step.
-    timings["time/update"] = time.perf_counter() - t1 - timings["time/optimizer"]
+    timings.update = time.perf_counter() - t1 - timings.optimizer
 
     lengths = c.lengths.tolist()
     adv = advantages.tolist()
     rows = _rollout_rows(groups, adv, lengths)
     scored_adv = [row["advantage"] for row in rows if row["advantage"] is not None]
     metrics = _step_metrics(groups, group_std, lengths, G)
-    metrics.update(sums)
-    metrics.update(timings)
+    metrics.update(first_pass.metrics)
+    metrics.update(timings.metrics())
     metrics.update(
         {
-            "loss": loss_total,
+            "loss": first_pass.loss,
             "grad_norm": grad_norm,
-            "entropy": entropy_sum / max(entropy_count, 1.0),
+            "entropy": first_pass.entropy,
             "learning_rate": scheduler.get_last_lr()[0],
             "num_tokens": float(c.prompt_mask.sum() + c.completion_mask.sum()),
             "micro_batch_rows": float(mb),
@@ -230,54 +321,54 @@ def grpo_step(
     return StepOutput(rows, metrics, scored_adv, prompts, notes)
 
 
-@dataclass
-class _Batch:
-    args: tuple  # prompt_ids, prompt_mask, completion_ids, completion_mask, temperature
-    advantages: torch.Tensor  # (N,)
-    mask: torch.Tensor  # (N, C) the loss's mask
-    old_logps: torch.Tensor | None  # (N, C)
-    ref_logps: torch.Tensor | None  # (N, C)
-
-
 def _slices(n: int, mb: int) -> list[slice]:
     return [slice(s, s + mb) for s in range(0, n, mb)]
 
 
-def _old_and_ref_logps(policy, args: tuple, mb: int, a):
-    """Log-probs (N, C) under the policy before the update (more than one iteration) and under
-    the reference (β > 0), each None when not needed; no gradients."""
-    N = args[2].size(0)
+def _logps_of_all_rows(model, batch: _Batch, mb: int) -> torch.Tensor:
+    """Log-probs (N, C) of every row under `model`, mb rows at a time (call under no_grad)."""
+    parts = []
+    for s in _slices(batch.N, mb):
+        logps, _ = batch.token_logps(model, s)  # (mb, C)
+        parts.append(logps)
+    return torch.cat(parts)  # (N, C)
+
+
+def _with_old_and_ref_logps(policy, batch: _Batch, mb: int, a) -> _Batch:
+    """`batch` with log-probs (N, C) under the policy before the update (more than one
+    iteration) and under the reference (β > 0), each None when not needed; no gradients."""
     old_logps = ref_logps = None
     with torch.no_grad():
+        # With one iteration the policy that sampled is the one being updated: the loss uses
+        # logps.detach() as old_logps (ratio exactly 1) and this pass is skipped. With several,
+        # later iterations need the sampling policy's log-probs, so they are taken now, before
+        # the first optimizer step moves it.
         if a.num_iterations > 1:
-            old_logps = torch.cat(
-                [token_logps(policy.model, *_rows(args, s))[0] for s in _slices(N, mb)]
-            )
+            old_logps = _logps_of_all_rows(policy.model, batch, mb)  # (N, C)
         if a.beta > 0:
+            # The reference is the starting model. With LoRA that is the same network with its
+            # adapter switched off, so no second copy of the weights is held in memory.
             with policy.reference() as ref:
-                ref_logps = torch.cat(
-                    [token_logps(ref, *_rows(args, s))[0] for s in _slices(N, mb)]
-                )
-    return old_logps, ref_logps
+                ref_logps = _logps_of_all_rows(ref, batch, mb)  # (N, C)
+    return replace(batch, old_logps=old_logps, ref_logps=ref_logps)
 
 
-def _update_pass(policy, batch: _Batch, mb: int, a, first: bool) -> dict:
+def _update_pass(policy, batch: _Batch, mb: int, a, first: bool) -> _PassTotals:
     """One forward and backward over all rows, mb at a time, gradients accumulated; the loss,
     TRL's metrics and the entropy of the pass when `first`."""
-    N = batch.args[2].size(0)
+    N = batch.N
     slices = _slices(N, mb)
-    sums: dict[str, float] = {}
-    entropy_sum = entropy_count = loss_total = 0.0
-    num_items = batch.mask.sum().clamp(min=1.0)
+    totals = _PassTotals()
+    num_items = batch.mask.sum().clamp(min=1.0)  # () the step's loss tokens, for dapo
     for s in slices:
-        logps, entropy = token_logps(policy.model, *_rows(batch.args, s), with_entropy=first)
+        logps, entropy = batch.token_logps(policy.model, s, with_entropy=first)  # (mb, C) each
         n_rows = logps.size(0)
         out = policy_loss(
             logps,
-            None if batch.old_logps is None else batch.old_logps[s],
-            None if batch.ref_logps is None else batch.ref_logps[s],
-            batch.advantages[s],
-            batch.mask[s],
+            None if batch.old_logps is None else batch.old_logps[s],  # (mb, C)
+            None if batch.ref_logps is None else batch.ref_logps[s],  # (mb, C)
+            batch.advantages[s],  # (mb,)
+            batch.mask[s],  # (mb, C)
             loss_type=a.loss_type,
             level=a.importance_sampling_level,
             epsilon_low=a.epsilon_low,
@@ -291,18 +382,13 @@ def _update_pass(policy, batch: _Batch, mb: int, a, first: bool) -> dict:
         weight = {"dapo": 1.0, "bnpo": 1.0 / len(slices)}.get(a.loss_type, n_rows / N)
         (out.loss * weight).backward()
         if first:
-            loss_total += float(out.loss.detach()) * weight
+            totals.loss += float(out.loss.detach()) * weight
             for k, v in out.metrics.items():
-                sums[k] = sums.get(k, 0.0) + v * n_rows / N
+                totals.metrics[k] = totals.metrics.get(k, 0.0) + v * n_rows / N
             if entropy is not None:
-                entropy_sum += float((entropy * batch.mask[s]).sum())
-                entropy_count += float(batch.mask[s].sum())
-    return {
-        "loss": loss_total,
-        "sums": sums,
-        "entropy_sum": entropy_sum,
-        "entropy_count": entropy_count,
-    }
+                totals.entropy_sum += float((entropy * batch.mask[s]).sum())
+                totals.entropy_count += float(batch.mask[s].sum())
+    return totals
 
 
 SHOWN_PROMPT_CHARS = 20_000
@@ -314,10 +400,6 @@ def shown_prompt(problem: str, limit: int = SHOWN_PROMPT_CHARS) -> str:
     if len(problem) <= limit:
         return problem
     return f"[… {len(problem) - limit:,} earlier characters not stored …]\n" + problem[-limit:]
-
-
-def _rows(args: tuple, s: slice) -> tuple:
-    return tuple(t[s] for t in args[:4]) + (args[4],)
 
 
 def _rollout_rows(groups: Groups, adv: list[float], lengths: list[float]) -> list[dict]:

@@ -8,12 +8,12 @@ One generator drives the CLI, the GUI worker and the tests. With a `run_dir` it 
 continues from the newest checkpoint with the same step count, schedule and data order (the batch
 of step k is a pure function of seed and k, and sampling is reseeded per step); events logged
 after that checkpoint are removed from events.jsonl first, so the log holds each step once.
-Every event also goes through the health alarms (engine/health/monitors.py), whose alerts are yielded and
-logged right after the event that raised them.
+Every event also goes through the health alarms (engine/health/monitors.py), whose alerts are
+yielded and logged right after the event that raised them.
 
 Errors never escape as exceptions: the run ends with RunFinished(status="failed") and a message the
 user can act on. Stop finishes the current step, checkpoints and ends "stopped"; pause waits between
-steps.
+steps. Try it:  grpo-desktop train --demo --out runs/demo
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 
@@ -46,7 +47,7 @@ from grpo_desktop.engine.events import (
 )
 from grpo_desktop.engine.grpo.evaluate import evaluate
 from grpo_desktop.engine.grpo.loss import advantage_histogram, group_has_spread
-from grpo_desktop.engine.grpo.step import grpo_step, sample_groups, select_groups
+from grpo_desktop.engine.grpo.step import StepOutput, grpo_step, sample_groups, select_groups
 from grpo_desktop.engine.health.checker_watch import CheckerWatch
 from grpo_desktop.engine.health.monitors import HealthMonitor, logged_events
 from grpo_desktop.engine.models.loading import Policy, load_policy
@@ -61,6 +62,19 @@ HINT_EVERY = 20
 
 
 def make_scheduler(optimizer, cfg: TrainConfig):
+    """The learning-rate schedule: a factor on `learning_rate` for each optimizer update.
+
+    `step` below counts optimizer updates from 0 (one per step, `num_iterations` per step with
+    several updates per batch). Three regimes, in order:
+
+    1. Warm-up, while step < warmup_steps: (step + 1) / warmup_steps, so the first update
+       already moves (1 / warmup_steps) and the last warm-up update runs at the full rate.
+    2. After warm-up, by `lr_scheduler`, over progress p = (step - warmup_steps) /
+       (max_steps - warmup_steps) from 0 to 1: "constant" keeps 1; "linear" is 1 - p, reaching
+       0 at max_steps; "cosine" is (1 + cos(pi * p)) / 2, flat at both ends.
+    3. Past max_steps (more updates than steps: num_iterations > 1), p stays 1: the rate stays
+       where the schedule ends, 0 for linear and cosine.
+    """
     a, total = cfg.algorithm, cfg.run.max_steps
 
     def factor(step: int) -> float:
@@ -79,6 +93,9 @@ def make_scheduler(optimizer, cfg: TrainConfig):
 
 def step_seed(seed: int, step: int) -> int:
     """Seed for sampling at `step`: resumed runs sample exactly as uninterrupted ones."""
+    # Seeding per step, not once per run: the random stream of step k would otherwise depend on
+    # every draw before it, which a run resumed at k never made. Two primes keep (seed, step)
+    # pairs apart: seed 1 at step 2 does not sample like seed 2 at step 1.
     return (seed * 1_000_003 + step * 7919) % (2**31 - 1)
 
 
@@ -140,14 +157,17 @@ def train(
     the permission to run the model's own code (engine/models/remote_code.py), from whoever asked."""
     control = control or TrainControl()
     log = _EventLog(run_dir)
-    state = {"step": 0, "t0": time.time()}
+    state = _Progress(step=0, t0=time.time())
     run = _Run(config, control, run_dir, resume, state)
     run.remote_code = remote_code
     health = HealthMonitor()  # the health alarms (engine/health/monitors.py) read every event
     try:
         for event in run.events():
             if isinstance(event, RunStarted) and event.resumed and run_dir:
+                # The alarms judge trends: a resumed run picks up the history it continues.
                 health.replay(logged_events(events_path(run_dir)))
+            # A checkpoint's event is forced to disk: once the log says a checkpoint exists,
+            # every event before it is there too, and a resume finds the log it expects.
             yield log.write(event, sync=isinstance(event, CheckpointSaved))
             for alert in health.observe(event):
                 yield log.write(alert)
@@ -171,21 +191,27 @@ def train(
         run.close()
 
 
-def _finished(status: str, state: dict, message: str, error: str | None) -> RunFinished:
-    return RunFinished(status, state["step"], message, error, time.time() - state["t0"])
+@dataclass
+class _Progress:
+    """How far the run got, read by `train` when it ends, however it ends."""
+
+    step: int  # the last finished step
+    t0: float  # wall-clock start, for the run's elapsed time
+
+
+def _finished(status: str, state: _Progress, message: str, error: str | None) -> RunFinished:
+    return RunFinished(status, state.step, message, error, time.time() - state.t0)
 
 
 class _Run:
     """State of one run; `events()` is the loop body of `train`."""
 
-    def __init__(self, cfg, control, run_dir, resume, state):
-        self.cfg, self.control, self.run_dir, self.resume, self.state = (
-            cfg,
-            control,
-            run_dir,
-            resume,
-            state,
-        )
+    def __init__(self, cfg, control, run_dir, resume, state: _Progress):
+        self.cfg = cfg
+        self.control = control
+        self.run_dir = run_dir
+        self.resume = resume
+        self.state = state
         self.policy: Policy | None = None
         self.rewards: RewardSet | None = None
         self.rows = RowsPerPass(cfg.algorithm.micro_batch_size)  # auto learns from OOMs
@@ -224,6 +250,8 @@ class _Run:
             path, is_adapter = point.weights
             adapter, weights = (path, None) if is_adapter else (None, path)
         torch.manual_seed(cfg.run.seed)  # LoRA initialisation is random: make it repeatable
+        # The reference for the KL term is the model as loaded here, before any step: with LoRA,
+        # the same model with its adapter disabled (models/loading.py), so it costs no memory.
         try:
             self.policy = load_policy(cfg, adapter, weights, remote_code=self.remote_code)
         except (UserError, torch.OutOfMemoryError):
@@ -249,7 +277,7 @@ class _Run:
         cfg, control, state = self.cfg, self.control, self.state
         data, optimizer, scheduler, start_step = self._setup()
         policy = self.policy
-        state["step"] = start_step
+        state.step = start_step
         total, params = cfg.run.max_steps, policy.num_parameters()
         yield RunStarted(
             run_id=uuid.uuid4().hex[:12],
@@ -272,7 +300,7 @@ class _Run:
         cut = _overlong_warning(policy.tokenizer, data.train, cfg)
         if cut:
             yield LogMessage(start_step, "warning", cut)
-        if start_step == 0 and data.eval:
+        if start_step == 0 and data.eval:  # the baseline; a resumed run has it in its log
             yield evaluate(policy, data.eval, cfg, step=0)
         last_ckpt_time, last_saved = time.time(), start_step
         status = "completed"
@@ -283,11 +311,9 @@ class _Run:
                 break
             t0 = time.perf_counter()
             torch.manual_seed(step_seed(cfg.run.seed, step))
-            out, frac_zero = self._step(data.train, step, optimizer, scheduler)
-            state["step"] = step
+            out = self._step(data.train, step, optimizer, scheduler)
+            state.step = step
             out.metrics["step_time"] = time.perf_counter() - t0
-            if frac_zero is not None:
-                out.metrics["frac_reward_zero_std"] = frac_zero
             for note in out.notes:  # a halved micro-batch, once when it happens
                 yield LogMessage(step, "warning", note)
             yield Rollouts(step, out.rows, out.prompts)
@@ -296,7 +322,7 @@ class _Run:
                 total,
                 out.metrics,
                 advantage_histogram(out.advantages),
-                time.time() - state["t0"],
+                time.time() - state.t0,
             )
             yield from self._hints(step, out.metrics)
             stop_message = None
@@ -308,6 +334,9 @@ class _Run:
                 break
             if data.eval and cfg.run.eval_every and step % cfg.run.eval_every == 0 and step < total:
                 yield evaluate(policy, data.eval, cfg, step=step)
+            # The checkpoint comes last in the step, after its evaluation: a run resumed from it
+            # keeps every event of this step and redoes none. Besides every checkpoint_every
+            # steps, one is due after checkpoint_minutes, so a slow run never risks hours.
             minutes = cfg.run.checkpoint_minutes
             due_time = minutes > 0 and time.time() - last_ckpt_time >= minutes * 60
             if step % cfg.run.checkpoint_every == 0 or due_time:
@@ -316,29 +345,34 @@ class _Run:
             if control.should_stop(step) and step < total:
                 status = "stopped"
                 break
-        step = state["step"]
-        if step > last_saved:
+        step = state.step
+        if step > last_saved:  # a stopped or finished run can always be resumed or exported
             yield self._save(step, optimizer, scheduler)
         if status == "completed" and data.eval:
             yield evaluate(policy, data.eval, cfg, step=step)
         message = "Finished all steps." if status == "completed" else f"Stopped after step {step}."
         if status == "failed":
             message = stop_message
-        yield RunFinished(status, step, message, None, time.time() - state["t0"])
+        yield RunFinished(status, step, message, None, time.time() - state.t0)
 
-    def _step(self, train: list[Example], step: int, optimizer, scheduler):
+    def _step(self, train: list[Example], step: int, optimizer, scheduler) -> StepOutput:
         cfg, policy = self.cfg, self.policy
         a, seed = cfg.algorithm, cfg.run.seed
         B, G = a.prompts_per_step, a.num_generations
         idx = batch_indices(len(train), step - 1, B, seed)
         groups = sample_groups(policy, [train[i] for i in idx], cfg, self.rewards)
         if not a.dynamic_sampling:
-            return grpo_step(policy, optimizer, scheduler, groups, cfg, self.rows), None
-        parts, keep = [groups], [group_has_spread(groups.totals, G)]
-        frac_zero = 1.0 - float(keep[0].float().mean())
+            return grpo_step(policy, optimizer, scheduler, groups, cfg, self.rows)
+        # Dynamic sampling (DAPO): a group whose rewards are all equal has zero advantages and
+        # adds nothing to the gradient, yet it counts in the loss's averages and so dilutes the
+        # groups that do teach. Such groups are dropped and more problems sampled to refill B.
+        parts, keep = [groups], [group_has_spread(groups.totals, G)]  # keep: (B,) bool per round
+        frac_zero = 1.0 - float(keep[0].float().mean())  # of what was sampled, before dropping
         for round_ in range(1, a.max_resample_rounds + 1):
             if int(sum(int(k.sum()) for k in keep)) >= B:
                 break
+            # Extra rounds draw with their own seeds, so step k's refills are as repeatable as
+            # its first batch (a resumed run draws the same).
             extra_seed = seed + 104_729 * round_
             idx = batch_indices(len(train), step - 1, B, extra_seed)
             part = sample_groups(policy, [train[i] for i in idx], cfg, self.rewards)
@@ -346,14 +380,17 @@ class _Run:
             keep.append(group_has_spread(part.totals, G))
         kept_total = sum(int(k.sum()) for k in keep)
         if kept_total == 0:  # nothing to learn from: train on the original batch (zero advantages)
-            return grpo_step(policy, optimizer, scheduler, groups, cfg, self.rows), frac_zero
-        budget = B
-        for k in keep:  # keep at most B groups, in sampling order
-            ones = torch.nonzero(k).flatten()
-            k[ones[budget:]] = False
-            budget = max(0, budget - len(ones))
-        chosen = select_groups(parts, keep, G, policy.tokenizer.pad_token_id)
-        return grpo_step(policy, optimizer, scheduler, chosen, cfg, self.rows), frac_zero
+            chosen = groups
+        else:
+            budget = B
+            for k in keep:  # keep at most B groups, in sampling order
+                ones = torch.nonzero(k).flatten()
+                k[ones[budget:]] = False
+                budget = max(0, budget - len(ones))
+            chosen = select_groups(parts, keep, G, policy.tokenizer.pad_token_id)
+        out = grpo_step(policy, optimizer, scheduler, chosen, cfg, self.rows)
+        out.metrics["frac_reward_zero_std"] = frac_zero
+        return out
 
     def _hints(self, step: int, m: dict) -> Iterator[LogMessage]:
         """Teach as the run goes: say when a step could not teach anything (at most every
@@ -389,7 +426,7 @@ class _Run:
             self.policy,
             optimizer,
             scheduler,
-            {
+            {  # with the step, all a resume needs to draw the same batches (batch_indices)
                 "seed": self.cfg.run.seed,
                 "data_position": step * self.cfg.algorithm.prompts_per_step,
             },
@@ -400,7 +437,7 @@ class _Run:
 
 def _overlong_warning(tokenizer, train: list[Example], cfg: TrainConfig) -> str:
     """Say how many training prompts are longer than the prompt limit, and which: they lose
-    their beginning (left truncation), which was silent before."""
+    their beginning (left truncation), which the user would otherwise never see."""
     limit = cfg.data.max_prompt_length
     cut = overlong_prompts(tokenizer, [ex.problem for ex in train], limit, cfg.data.system_prompt)
     if not cut:
