@@ -1,7 +1,11 @@
-"""What every subcommand shares: exit codes, the one-paragraph error message on stderr, and the
-trust gates for code that came in a file: custom checker code (`train` and `score` ask the same
-question) and a model's own code (`train` and `eval`, with --trust-remote-code), and the
-arguments that name the settings and that trust (one wording wherever they appear)."""
+"""What every subcommand shares, so each says it the same way.
+
+The exit codes (0 ok, 1 internal error, 2 bad input) and `fail`, the one-paragraph message on
+stderr; the arguments that name the settings and grant trust (one wording wherever they appear);
+and the trust gates for code that came in a file: custom checker code (`train`, `score`) and a
+model's own code (`train`, `eval`, `export`), each refused until trusted here or allowed by its
+--trust-* switch, which remembers it. Try: `grpo-desktop score --help` shows the shared wording.
+"""
 
 from __future__ import annotations
 

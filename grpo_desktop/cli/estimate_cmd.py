@@ -1,14 +1,13 @@
-"""`grpo-desktop estimate CONFIG | SESSION | --demo [--json]`: will the run fit, and how long a step?
+"""`grpo-desktop estimate`: will the run fit in memory, and how long will a step take?
 
-Prints the estimate of engine/estimate/fit.py before anything loads: the parameter count (from the
-model's config.json on the meta device), peak memory split into weights, adapters and optimizer,
-activations, logits and the sampling cache, seconds per step, against this computer's free GPU
-memory or RAM, and what to change when it will not fit. `--json` prints the whole estimate as
-one JSON line on stdout (the keys are listed in engine/estimate/fit.py); the table goes to stdout
-otherwise. `--device cpu|cuda` and `--free-gb N` ask about another device or amount of memory.
+Prints engine/estimate/fit.py's estimate before anything loads (the model's config.json is read
+on the meta device), so a user learns before Start whether the settings fit this computer's free
+GPU memory or RAM, and what to change when they do not. A table by default, one JSON line with
+--json; --device and --free-gb ask about another device or amount of memory. Bad input (a missing
+or corrupt config, an unknown or unreachable model) is one message and exit 2.
 
-Bad input (a missing or corrupt config, an unknown or unreachable model) is one message and
-exit 2; nothing is loaded or trained.
+    grpo-desktop estimate --demo
+    grpo-desktop estimate my.json --json --free-gb 8
 """
 
 from __future__ import annotations
@@ -18,13 +17,24 @@ import sys
 
 from grpo_desktop.cli.common import EXIT_OK, add_settings_argument, fail
 
+# `grpo-desktop estimate --help` shows this.
+DESCRIPTION = (
+    "Prints the estimate of engine/estimate/fit.py before anything loads: the parameter count "
+    "(from the model's config.json on the meta device), peak memory split into weights, adapters "
+    "and optimizer, activations, logits and the sampling cache, seconds per step, against this "
+    "computer's free GPU memory or RAM, and what to change when it will not fit. `--json` prints "
+    "the whole estimate as one JSON line on stdout (the keys are listed in "
+    "engine/estimate/fit.py); the table goes to stdout otherwise. `--device cpu|cuda` and "
+    "`--free-gb N` ask about another device or amount of memory."
+)
+
 
 def add_parser(sub) -> None:
     """The `estimate` subcommand's arguments (called by the dispatcher)."""
     e = sub.add_parser(
         "estimate",
         help="estimate a run's peak memory and seconds per step before starting it",
-        description=__doc__.split("\n\n")[1],
+        description=DESCRIPTION,
     )
     add_settings_argument(e)
     e.add_argument("--demo", action="store_true", help="the built-in demo's settings")
@@ -36,6 +46,7 @@ def add_parser(sub) -> None:
     e.add_argument(
         "--prompt-tokens", type=int, metavar="N", help="prompt length to assume (default: measured)"
     )
+    e.set_defaults(handler=cmd_estimate)
 
 
 def _load_config(args):

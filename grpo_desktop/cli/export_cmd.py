@@ -1,10 +1,10 @@
-"""`grpo-desktop export RUN|SESSION|CONFIG --format adapter|merged|gguf|trl --out DIR`.
+"""`grpo-desktop export SOURCE --format adapter|merged|gguf|trl --out DIR`: a run for everyday use.
 
-A thin layer over `engine.export.pipeline.export`: a session folder (NAME.grpo) is resolved here to its
-run folder (adapter, merged, gguf) or its settings (trl), since the engine does not read the
-session layer. Progress goes to stderr, one JSON summary line to stdout (format, out, bytes,
-seconds, dtype, step, ...). Exit 2 with a one-paragraph message on bad input (no checkpoint,
-missing base model, an out folder that is not empty without --force, a full disk).
+A thin layer over `engine.export.pipeline.export`. A session folder (NAME.grpo) is resolved here
+to its run folder (adapter, merged, gguf) or its settings (trl), since the engine does not read
+the session layer. Progress goes to stderr, one JSON summary line to stdout (format, out, bytes,
+seconds, dtype, step, ...). Bad input (no checkpoint, a missing base model, an out folder that is
+not empty without --force, a full disk) is a one-paragraph message and exit 2.
 
     grpo-desktop export runs/demo --format merged --out exports/demo-merged
     grpo-desktop export my-run.grpo --format gguf --outtype q8_0 --out exports/q8
@@ -56,6 +56,7 @@ def add_parser(sub) -> None:
         "model.trust_remote_code, and remember it as trusted",
     )
     x.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    x.set_defaults(handler=cmd_export)
 
 
 def _source(args):

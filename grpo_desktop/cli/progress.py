@@ -1,4 +1,11 @@
-"""The CLI's status line on stderr while a run trains."""
+"""The status line on stderr while `grpo-desktop train` runs.
+
+One line per step (redrawn in place on a terminal, one line each when piped): the step, a bar,
+the reward, the last held-out accuracy, seconds per step and the ETA; alarms are printed even
+with --quiet, since the run is in trouble. stdout stays free for scripts.
+
+    grpo-desktop train --demo --out /tmp/demo-run --steps 3
+"""
 
 from __future__ import annotations
 
@@ -22,9 +29,8 @@ class Progress:
         if not self.enabled:
             return
         if kind == "run_started":
-            self._print(
-                f"Training {event.model} on {event.device}, steps {event.start_step}..{event.total_steps}"
-            )
+            steps = f"{event.start_step}..{event.total_steps}"
+            self._print(f"Training {event.model} on {event.device}, steps {steps}")
         elif kind == "eval":
             self.accuracy = event.accuracy
             self._print(

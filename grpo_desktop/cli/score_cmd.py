@@ -1,14 +1,15 @@
 """`grpo-desktop score`: the reward dry-run, a config's rewards on a file of sample completions.
 
+A silently broken reward wastes a whole run, so this scores hand-written or collected completions
+before training. A thin layer over `engine.rewards.score_file` (which documents the input and
+output lines): one JSON line per input line on stdout or in --output, the summary (mean per part,
+errors, unscored) on stderr. The whole file is checked first: bad lines are named and nothing is
+written (exit 2). --output is written to a temporary file and renamed, so it is whole or absent.
+Custom checker code passes the same trust gate as `train`.
+
     grpo-desktop score --demo --input samples.jsonl > scored.jsonl
     grpo-desktop score my.json --input samples.jsonl --output scored.jsonl
     grpo-desktop score my-run.grpo --input samples.jsonl --trust-checker
-
-A thin layer over `engine.rewards.score_file` (which documents the input and output lines): one JSON line
-per input line on stdout or in --output, the summary (mean per part, errors, unscored) on stderr.
-The whole file is checked before anything is scored; bad lines are named and nothing is written
-(exit 2). --output is written to a temporary file and renamed at the end, so it is whole or absent.
-Custom checker code passes the same trust gate as `train`.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def add_parser(sub) -> None:
         "--output", metavar="OUT.jsonl", help="write the scores here (default: standard output)"
     )
     add_trust_checker_argument(s)
+    s.set_defaults(handler=cmd_score)
 
 
 def _load_config(args):

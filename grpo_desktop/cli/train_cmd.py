@@ -1,8 +1,15 @@
 """`grpo-desktop train`: a headless run from a config, the demo, a run folder or a session.
 
-A session trains into its own run folder: a fresh run when it has none, else only with --resume
-(continue from the last checkpoint) — never silently over a run. Ctrl-C stops after the step
-(checkpoint saved); twice aborts.
+Events, config.json and checkpoints go to the run folder, a status line to stderr. A session
+trains into its own run folder: a fresh run when it has none, else only with --resume (continue
+from the last checkpoint), never silently over a run. Custom checker code and a model's own code
+run only when trusted (--trust-checker, --trust-remote-code remember it). Ctrl-C stops after the
+step (checkpoint saved); twice aborts. Exit 0 finished or stopped, 1 internal error, 2 bad input.
+
+    grpo-desktop train --demo --out runs/demo --steps 20
+    grpo-desktop train my.json --out runs/a [--steps N]
+    grpo-desktop train --resume runs/a [--steps N]
+    grpo-desktop train my-run.grpo [--resume] [--trust-checker]
 """
 
 from __future__ import annotations
@@ -16,18 +23,46 @@ from grpo_desktop.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     Usage,
+    add_settings_argument,
+    add_trust_checker_argument,
     checker_refusal,
     fail,
     remote_code_gate,
 )
 from grpo_desktop.cli.progress import Progress
-from grpo_desktop.engine.runs.files import config_path, events_path
+
+
+def add_parser(sub) -> None:
+    """The `train` subcommand's arguments (called by the dispatcher)."""
+    t = sub.add_parser("train", help="train headless, writing events and checkpoints to a folder")
+    add_settings_argument(t)
+    t.add_argument("--demo", action="store_true", help="train the built-in demo")
+    t.add_argument("--out", help="run folder for events.jsonl, config.json and checkpoints")
+    t.add_argument("--steps", type=int, help="total number of steps (overrides the config)")
+    t.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        metavar="DIR",
+        help="continue the run in DIR (a run or session folder) from its last checkpoint; "
+        "after a session folder, no DIR is needed",
+    )
+    add_trust_checker_argument(t)
+    t.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow the model's own Python code (the .py files beside its config or a "
+        "checkpoint's, run when model.trust_remote_code is set) and remember it as trusted",
+    )
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--seed", type=int, help="seed for data order and sampling (sets run.seed)")
+    t.set_defaults(handler=cmd_train)
 
 
 def _load_train_config(args):
     from grpo_desktop.engine.config import load_config, validate
     from grpo_desktop.engine.config.demo import demo_config
-    from grpo_desktop.engine.runs.files import read_run_config
+    from grpo_desktop.engine.runs.files import config_path, read_run_config
 
     if args.resume:
         ended = None
@@ -58,6 +93,7 @@ def _load_train_config(args):
 
 def cmd_train(args) -> int:
     from grpo_desktop.engine.errors import UserError
+    from grpo_desktop.engine.runs.files import config_path, events_path
     from grpo_desktop.session.document import is_session
 
     target = args.resume if isinstance(args.resume, str) else None
@@ -109,6 +145,7 @@ def _ended_before_first_step(run_dir: str) -> str | None:
     (e.g. it failed during setup: a wrong data path); None when it holds steps, checkpoints or a
     log that is not a run's."""
     from grpo_desktop.engine.events import read_events
+    from grpo_desktop.engine.runs.files import events_path
     from grpo_desktop.engine.runs.layout import list_checkpoints
 
     if list_checkpoints(run_dir):
