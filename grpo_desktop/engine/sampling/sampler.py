@@ -1,40 +1,22 @@
 """A lean autoregressive sampler: the decode loop of one GRPO step, without `generate`'s overhead.
 
 transformers' `generate` runs a general pipeline (logits processors, stopping criteria, cache
-bookkeeping) around every token; on small models that overhead dominates — measured here on a 3M
-Llama, 32 rows × 128 tokens on 2 CPU cores: 4.2 s with `generate`, 0.6 s with this loop. It does
-only what GRPO needs: temperature, top-p, greedy, EOS handling, and positions taken from the
-attention mask so left-padded rows are sampled exactly as the loss pass scores them.
+bookkeeping) around every token; on small models that overhead dominates (bench/README.md has the
+figures). `sample_tokens` does only what GRPO needs: temperature, top-p, greedy, EOS handling, and
+positions taken from the attention mask so left-padded rows are sampled exactly as the loss pass
+scores them. It prefills each distinct prompt once (a group's G rows share it, `_prefill`),
+chooses its decode path once (`_decoder`: decoders.py's lean CPU step, fixed-shape CUDA-graph
+step, or the model's forward), then per token: that path's step, the draw (engine/ops/draw.py),
+EOS bookkeeping, the stop check. `lora_merged` folds LoRA adapters into their base weights for
+the decode, so each layer runs one matmul instead of three. Models whose forward does not accept
+these arguments (some remote-code models) fall back to `generate` in rollout.py.
 
-Two savings on GRPO's batches, where each prompt is repeated G times: the prompt of a group is
-prefilled once and its keys and values copied to the group's rows (`_prefill`), and with LoRA on
-float32 CPU weights `lora_merged` folds each adapter into its base weight for the decode, so every
-layer runs one matmul instead of three (the weights are restored exactly afterwards). Measured on
-the 3M benchmark model, 32 rows × 64 tokens, one thread: 0.53 → 0.40 CPU-s per generation.
-
-Llama and Qwen2 models on the CPU then decode through `engine/sampling/decode.py` (the same modules
-without transformers' per-call machinery; others call the model). Float32 CPU products run in
-oneDNN where it is faster than MKL (`engine/ops/kernels.py`). Models whose forward does not
-accept these arguments (some remote-code models) fall back to `generate` in rollout.py.
-
-On CUDA, where a decode step costs host time rather than arithmetic (the eager forward of a
-24-layer LoRA model dispatches ~3,600 operations per token), the same models decode through the
-fixed-shape step of `engine/sampling/decode_static.py`, captured once per call as a CUDA graph and
-replayed per token (`engine/sampling/decode_graph.py`: checked against the eager step on the first two
-tokens, eager when capture fails; `decode_graph.GRAPHS` switches graphs off, STATIC_DECODE the
-step). The static step's first token is checked against the model's own forward (one forward
-step per call; when they disagree the forward decodes, `_first_static_token`). `lora_merged`
-folds bf16/fp16 LoRA layers there too. Sampling (temperature, top-p, the draw, EOS) stays in
-this loop on every path, with engine/ops/draw.py's draw and top-p (on the CPU, torch.multinomial and
-the full sort took 150 and 420 ms a token at a 150k vocabulary). `last_decode_path()` says which
-path ran.
+Try it: tests/engine/sampling/test_sampler.py (the same tokens as `generate` when greedy).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import logging
 import sys
 from collections.abc import Callable, Iterator
 
@@ -46,16 +28,21 @@ from grpo_desktop.engine.ops.kernels import fast_linear
 from grpo_desktop.engine.sampling.decode import lean_decoder
 from grpo_desktop.engine.sampling.decode_graph import GraphedDecode
 from grpo_desktop.engine.sampling.decode_static import static_decoder
+from grpo_desktop.engine.sampling.decoders import CACHE as CACHE  # sampler.CACHE for callers
+from grpo_desktop.engine.sampling.decoders import (
+    Decoder,
+    ForwardDecode,
+    LeanDecode,
+    PrefillOnly,
+    StaticDecode,
+    out_cache,
+)
 
 SYNC_EVERY_CUDA = 8  # check "all rows finished" every k tokens on GPU (each check is a sync)
-LEAN_DECODE = (
-    True  # decode Llama-family models with engine/sampling/decode.py (False: the model's forward)
-)
-# Where the fixed-shape step of engine/sampling/decode_static.py (CUDA graphs on CUDA) decodes: "cuda",
-# "always" (the CPU too: tests) or "never" (the model's forward on CUDA).
+LEAN_DECODE = True  # Llama-family models on the CPU decode with decode.py (False: the forward)
+# Where the fixed-shape step of decode_static.py (CUDA graphs on CUDA) decodes: "cuda", "always"
+# (the CPU too: tests) or "never" (the model's forward on CUDA).
 STATIC_DECODE = "cuda"
-FORWARD_TOLERANCE = 0.05  # static step vs the model's forward on the first token, of the scale
-log = logging.getLogger(__name__)
 _last = {"path": "none"}
 
 
@@ -64,24 +51,6 @@ def last_decode_path() -> str:
     "static eager (fallback)" (capture failed or disagreed), "forward (static step disagreed)"
     (the first token's check against the forward failed), "forward", or "prefill only"."""
     return _last["path"]
-
-
-def _cache_keyword() -> str:
-    """The name of the key/value cache in a forward call and its output: transformers 5 calls it
-    `cache` (and warns that `past_key_values` goes away in 5.40); earlier releases only know
-    `past_key_values`."""
-    from transformers.modeling_outputs import CausalLMOutputWithPast
-
-    names = {f.name for f in dataclasses.fields(CausalLMOutputWithPast)}
-    return "cache" if "cache" in names else "past_key_values"
-
-
-CACHE = _cache_keyword()
-
-
-def out_cache(out):
-    """The key/value cache a forward call returned (None when it returned none)."""
-    return getattr(out, CACHE, None)
 
 
 @torch.no_grad()
@@ -111,87 +80,54 @@ def sample_tokens(
     # Not around the decode loop: the mode would see each of its many small ops; the lean
     # decoder picks its products itself (kernels.product_for).
     with fast_linear(device):
-        last_logits, cache = _prefill(model, prompt_ids, attention, positions)  # (N, V)
-    capacity = prompt_ids.size(1) + max_new_tokens
-    static = _static(model, cache, capacity, attention, positions) if max_new_tokens > 1 else None
-    decode = None
-    if static is None and LEAN_DECODE:
-        decode = lean_decoder(model, cache, capacity)
-    if decode is not None:
-        cache = None  # the decoder copied the keys and values into its own buffers
-    checked = static is None  # the static step's first token is checked against the forward
-    static_failed = False
-    next_pos = positions[:, -1:] + 1  # (N, 1)
+        logits, cache = _prefill(model, prompt_ids, attention, positions)  # (N, V)
+    decoder = _decoder(model, cache, attention, positions, max_new_tokens)
+    del cache  # the decoder holds what it needs of the prefill's keys and values
+    positions = positions[:, -1:] + 1  # (N, 1) of the first new token
     finished = torch.zeros(N, dtype=torch.bool, device=device)  # (N,)
-    ones = torch.ones(N, 1, dtype=attention.dtype, device=device)  # (N, 1)
     # The tokens go into one buffer: a tensor kept per token would be a small block outliving
     # its step, which glibc may cut from a freed (N, V) block and so fragment the heap.
     tokens = torch.full((N, max(1, max_new_tokens)), pad_id, dtype=torch.long, device=device)
     sampled = 0
     # A large vocabulary's per-step logits fragment the C heap: give its free pages back now
     # and then (engine/ops/host_memory.py; never on the demo's vocabulary).
-    trim = DecodeTrim(device.type, last_logits.numel() * 4)
+    trim = DecodeTrim(device.type, logits.numel() * 4)
     try:
-        for t in range(max_new_tokens):
-            logits = last_logits.float()  # (N, V)
+        for t in range(max_new_tokens):  # logits: the prefill's, then each step's
+            logits = logits.float()  # (N, V)
             if t < min_new_tokens:
                 logits[:, stops] = float("-inf")
-            if greedy:
-                nxt = logits.argmax(dim=-1)  # (N,)
-            else:
-                logits = logits / temperature
-                if top_p < 1.0:
-                    logits = nucleus(logits, top_p)  # (N, V)
-                nxt = _draw(torch.softmax(logits, dim=-1))  # (N,)
-            nxt = nxt.masked_fill(finished, pad_id)
+            nxt = _next_tokens(logits, greedy, temperature, top_p)  # (N,)
+            nxt = nxt.masked_fill(finished, pad_id)  # (N,) finished rows get padding
             tokens[:, t] = nxt
             sampled = t + 1
             finished |= torch.isin(nxt, stops)
             trim.tick(t)
             if on_token is not None and on_token(t, nxt) is False:
-                break
+                break  # a cancel: the rows end where they are
             if t == max_new_tokens - 1:
                 break
             if (device.type != "cuda" or t % SYNC_EVERY_CUDA == 0) and bool(finished.all()):
-                break
-            if static is not None and checked:
-                last_logits = static(nxt)  # (N, V) fixed shapes: no mask or positions to grow
-                continue
-            if static is not None:
-                checked = True
-                attention = torch.cat([attention, ones], dim=1)  # (N, P + 1)
-                ours, out = _first_static_token(model, static, cache, nxt, attention, next_pos)
-                cache = None if ours is not None else out_cache(out)
-                if ours is not None:
-                    last_logits = ours  # (N, V)
-                    continue
-                static.close()
-                static, last_logits = None, out.logits[:, -1, :]  # (N, V) on with the forward
-                static_failed = True
-                next_pos = next_pos + 1
-                continue
-            attention = torch.cat([attention, ones], dim=1)  # (N, P + t + 1)
-            if decode is not None:
-                last_logits = decode(nxt, attention, next_pos)  # (N, V)
-            else:
-                with fast_linear(device):
-                    out = model(
-                        input_ids=nxt.unsqueeze(1),
-                        attention_mask=attention,
-                        position_ids=next_pos,
-                        use_cache=True,
-                        **{CACHE: cache},
-                    )
-                cache = out_cache(out)
-                last_logits = out.logits[:, -1, :]  # (N, V)
-            next_pos = next_pos + 1
+                break  # every row ended (on CUDA looked at every SYNC_EVERY_CUDA tokens)
+            logits = decoder.step(nxt, positions)  # (N, V) of the next token
+            positions = positions + 1  # (N, 1)
     finally:
-        if static is not None:
-            last_logits = logits = None  # may be the graph's output, in its memory pool
-            static.close()  # the pool goes back to the driver for the training pass
+        logits = None  # may be the graph's output, in its memory pool
+        decoder.close()  # a graph's pool goes back to the driver for the training pass
         trim.done()
-    _last["path"] = _path_name(static, decode, max_new_tokens, static_failed)
+    _last["path"] = decoder.name
     return tokens[:, :sampled].contiguous()  # (N, C)
+
+
+def _next_tokens(logits: torch.Tensor, greedy: bool, temperature: float, top_p: float):
+    """One token per row (N,) from float32 logits (N, V): the most likely one when `greedy`,
+    else a draw from the softmax of logits / temperature, cut to its top-p nucleus."""
+    if greedy:
+        return logits.argmax(dim=-1)  # (N,)
+    logits = logits / temperature
+    if top_p < 1.0:
+        logits = nucleus(logits, top_p)  # (N, V)
+    return _draw(torch.softmax(logits, dim=-1))  # (N,)
 
 
 def _draw(probs: torch.Tensor) -> torch.Tensor:
@@ -203,54 +139,24 @@ def _draw(probs: torch.Tensor) -> torch.Tensor:
     return draw(probs)
 
 
-def _static(model, cache, capacity, attention, positions) -> GraphedDecode | None:
-    """The fixed-shape decode step (with a CUDA graph on CUDA) where STATIC_DECODE asks for it
-    and the model is one it runs exactly; else None."""
-    device = attention.device
-    if STATIC_DECODE == "never" or (STATIC_DECODE == "cuda" and device.type != "cuda"):
-        return None
-    decoder = static_decoder(model, cache, capacity, attention, positions)
-    if decoder is None:
-        return None
-    return GraphedDecode(decoder)
-
-
-def _first_static_token(model, static: GraphedDecode, cache, nxt, attention, positions):
-    """The static step's first token, checked against the model's own forward on the same
-    token (one forward step per call, on the prefill's cache, which it extends): (the static
-    logits (N, V), the forward's output) when they agree within FORWARD_TOLERANCE of the
-    logits' scale, else (None, the forward's output) after one warning, and the sampler goes on
-    with the forward. A safety net for models and devices the tests could not cover (the CPU
-    tests hold the two to 1e-5 in float32); bf16 kernels differ by far less than it."""
-    out = model(
-        input_ids=nxt.unsqueeze(1),
-        attention_mask=attention,
-        position_ids=positions,
-        use_cache=True,
-        **{CACHE: cache},
-    )
-    reference = out.logits[:, -1, :]  # (N, V)
-    try:
-        ours = static(nxt)  # (N, V)
-        scale = reference.float().abs().max().clamp(min=1.0)  # ()
-        difference = float((ours.float() - reference.float()).abs().max() / scale)
-        reason = f"differs from the model's forward by {difference:.3g} of the logits' scale"
-        if torch.isfinite(ours).all() and difference <= FORWARD_TOLERANCE:
-            return ours, out
-    except Exception as exc:  # any failure of the static step: the forward goes on
-        reason = f"failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
-    log.warning("The fixed-shape decode step %s; decoding with the model's forward", reason)
-    return None, out
-
-
-def _path_name(static, lean, max_new_tokens: int, static_failed: bool = False) -> str:
+def _decoder(model, cache, attention, positions, max_new_tokens: int) -> Decoder:
+    """This call's decode path (decoders.py), continuing from the prefill's `cache` and the
+    prompts' `attention` and `positions` (N, P): the fixed-shape step where STATIC_DECODE asks
+    for it (with a CUDA graph on CUDA), else the lean CPU step where LEAN_DECODE allows, else the
+    model's forward; each only for models it runs exactly. Read per call: tests switch them."""
     if max_new_tokens <= 1:
-        return "prefill only"
-    if static_failed:
-        return "forward (static step disagreed)"
-    if static is not None:
-        return "static " + static.mode if static.mode != "graph" else "static graph"
-    return "lean" if lean is not None else "forward"
+        return PrefillOnly()
+    capacity = attention.size(1) + max_new_tokens  # positions the decoders' buffers hold
+    device = attention.device
+    if STATIC_DECODE != "never" and (STATIC_DECODE != "cuda" or device.type == "cuda"):
+        static = static_decoder(model, cache, capacity, attention, positions)
+        if static is not None:
+            return StaticDecode(model, GraphedDecode(static), cache, attention)
+    if LEAN_DECODE:
+        lean = lean_decoder(model, cache, capacity)
+        if lean is not None:
+            return LeanDecode(lean, attention)  # the prefill's keys and values copied into it
+    return ForwardDecode(model, cache, attention)
 
 
 def prompt_runs(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor):
