@@ -6,8 +6,8 @@ formats with a line on what each is for, the output folder (typed, or chosen wit
 empty folder is used as it is, a non-empty one gets a new folder inside named after the run,
 step and format), and the expected size read from the files before anything is loaded
 (engine/export/plan.py; for a 4-bit or 8-bit run's merged or GGUF export it says why the result
-is bfloat16 and how large). Export runs `engine.export.pipeline.export` in an `ExportThread`; Cancel
-stops it between stages (nothing is left behind); errors show in the dialog, never as a
+is bfloat16 and how large). Export runs `engine.export.pipeline.export` in an `ExportRunner`'s
+thread (worker.py); Cancel stops it between stages (nothing is left behind); errors show in the dialog, never as a
 traceback. While training runs, Export is disabled and says why. A TRL project exports the
 settings in the window, so it works before the first checkpoint.
 
@@ -36,9 +36,10 @@ from PySide6.QtWidgets import (
 
 from grpo_desktop.engine.errors import UserError
 from grpo_desktop.engine.export.plan import plan_export, size_text
+from grpo_desktop.ui.common.slots import connect_slots
 from grpo_desktop.ui.common.widgets import wrapped_label
 from grpo_desktop.ui.export.checkpoints import CheckpointList, PathButtons
-from grpo_desktop.ui.export.worker import ExportThread
+from grpo_desktop.ui.export.worker import ExportRunner
 
 FORMATS = [  # (label, engine format, GGUF outtype, what it is for)
     ("LoRA adapter (PEFT)", "adapter", "f16",
@@ -76,7 +77,7 @@ class ExportDialog(QDialog):
     def __init__(self, model, parent: QWidget | None = None):
         super().__init__(parent)
         self.model = model
-        self.thread: ExportThread | None = None
+        self.runner = ExportRunner(self)
         self.result: dict | None = None
         self._replace_confirmed = False
         self.setWindowTitle("Export")
@@ -141,11 +142,19 @@ class ExportDialog(QDialog):
         self.checkpoints.selection_changed.connect(self._on_checkpoints_selection_changed)
         self.out_edit.textEdited.connect(self._on_out_edit_text_edited)
         self.model.state_changed.connect(self._on_model_state_changed)
+        connect_slots(self.runner, self, "progressed", "succeeded", "failed", "finished",
+                      name="runner")  # fmt: skip
         self._out_typed = False
         self._problem = ""
         self.checkpoints.load(self.model.run_dir)
         self._set_busy(False)
         self._refresh()
+
+    @property
+    def thread(self):
+        """The running export's QThread, None when none runs (this name shadows QObject.thread,
+        as the dialog always has; prefer `runner.busy`)."""
+        return self.runner.thread
 
     # ------------------------------------------------------------------ what is chosen
 
@@ -205,7 +214,7 @@ class ExportDialog(QDialog):
                 self.reason_label.show()
         else:
             self.size_label.setText("—")
-        busy = self.thread is not None
+        busy = self.runner.busy
         self.export_button.setEnabled(not problem and not busy)
         self.export_button.setToolTip(problem)
         if not busy and (problem or self.status.text() == self._problem):
@@ -249,20 +258,15 @@ class ExportDialog(QDialog):
             options["checkpoint"] = chosen[0] if chosen else None
         self.result = None
         self.done_buttons.hide()
-        self.thread = ExportThread(source, fmt, out, self, **options)
-        self.thread.progressed.connect(self._on_thread_progressed)
-        self.thread.succeeded.connect(self._on_thread_succeeded)
-        self.thread.failed.connect(self._on_thread_failed)
-        self.thread.finished.connect(self._on_thread_finished)
         self.progress.setValue(0)
         self.progress.show()
         self.status.setText("Starting…")
         self._set_busy(True)
-        self.thread.start()
+        self.runner.start(source, fmt, out, **options)
 
     def cancel_export(self) -> None:
-        if self.thread is not None:
-            self.thread.cancel()
+        if self.runner.busy:
+            self.runner.cancel()
             self.status.setText("Cancelling after this stage…")
             self.cancel_button.setEnabled(False)
 
@@ -287,16 +291,16 @@ class ExportDialog(QDialog):
         self._out_typed = True
 
     def _on_model_state_changed(self, _state: str) -> None:
-        if self.thread is None:
+        if not self.runner.busy:
             self.checkpoints.load(self.model.run_dir)  # a run that stopped saved one
             self._refresh()
 
-    def _on_thread_progressed(self, fraction: float, message: str) -> None:
+    def _on_runner_progressed(self, fraction: float, message: str) -> None:
         self.progress.setValue(int(fraction * 1000))
-        if message and not (self.thread and self.thread.cancelled):
+        if message and not self.runner.cancelling:
             self.status.setText(message)
 
-    def _on_thread_succeeded(self, summary: dict) -> None:
+    def _on_runner_succeeded(self, summary: dict) -> None:
         self.result = summary
         secs = summary.get("seconds", 0)
         self.status.setText(
@@ -305,24 +309,24 @@ class ExportDialog(QDialog):
         self.done_buttons.set_path(summary["out"])
         self.done_buttons.show()
 
-    def _on_thread_failed(self, message: str, details: str) -> None:
+    def _on_runner_failed(self, message: str, details: str) -> None:
         self.status.setText(message)
         if details:
             self.status.setToolTip(details)
 
-    def _on_thread_finished(self) -> None:
-        self.thread = None
+    def _on_runner_finished(self) -> None:
         self.progress.setVisible(self.result is not None)
         self._set_busy(False)
         self._refresh()
 
     def reject(self) -> None:
-        if self.thread is not None:  # Esc or the window's close button while exporting
+        if self.runner.busy:  # Esc or the window's close button while exporting
             self.cancel_export()
-            self.thread.wait()
+            self.runner.wait(None)
         super().reject()
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        if self.thread is not None:
-            self.thread.stop()
+        if self.runner.busy:
+            self.runner.cancel()
+            self.runner.wait(None)
         super().closeEvent(event)

@@ -1,61 +1,62 @@
-"""The export's background thread: `engine.export.pipeline.export` off the GUI thread, with progress and
-Cancel.
+"""The export's background job: `engine.export.pipeline.export` off the GUI thread, with progress
+and Cancel.
 
-`ExportThread(source, fmt, out_dir, **options)` runs one export; `progressed(fraction, message)`
-reports as it goes, `succeeded(summary)` or `failed(message, details)` says how it ended (a
-UserError's message, or "internal error" with the traceback as details), and `cancel()` asks the
-engine to stop between stages (nothing is left behind). `stop()` cancels and waits: the dialog
-calls it on close so no thread outlives it. Qt-only glue; the work is the engine's.
+`ExportRunner.start(source, fmt, out_dir, **options)` (a `JobRunner`, ui/common/job_thread.py)
+runs one export in its own QThread; `progressed(fraction, message)` reports as it goes,
+`succeeded(summary)` or `failed(message, details)` says how it ended (a UserError's message, or
+"internal error" with the traceback as details), then `finished`. `cancel()` asks the engine to
+stop between stages (nothing is left behind); `close()` cancels and waits, so the dialog leaves
+no thread behind when it closes. Qt-only glue; the work is the engine's.
+
+Try it: tests/ui/export/test_export.py.
 """
 
 from __future__ import annotations
 
 import threading
-import traceback
 
-from PySide6.QtCore import QThread, Signal
+from PySide6.QtCore import Signal
+
+from grpo_desktop.ui.common.job_thread import JobRunner, JobWorker
 
 
-class ExportThread(QThread):
+class ExportWorker(JobWorker):
+    """Lives in the job's thread; `work()` runs the export."""
+
     progressed = Signal(float, str)
     succeeded = Signal(dict)
-    failed = Signal(str, str)  # message, details (a traceback for an internal error)
 
-    def __init__(self, source, fmt: str, out_dir: str, parent=None, **options):
-        super().__init__(parent)
+    doing = "The export"
+
+    def __init__(self, source, fmt: str, out_dir: str, cancel: threading.Event, **options):
+        super().__init__(cancel)
         self.source, self.fmt, self.out_dir, self.options = source, fmt, out_dir, options
-        self._cancel = threading.Event()
 
-    def cancel(self) -> None:
-        self._cancel.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
-
-    def stop(self) -> None:
-        """Cancel and wait for the thread to end (at the next stage of the export)."""
-        self.cancel()
-        self.wait()
-
-    def run(self) -> None:
-        from grpo_desktop.engine.errors import UserError
+    def work(self) -> None:
         from grpo_desktop.engine.export.pipeline import export
 
-        try:
-            summary = export(
-                self.source,
-                self.fmt,
-                self.out_dir,
-                progress=lambda fraction, message: self.progressed.emit(fraction, message),
-                cancel=self._cancel.is_set,
-                **self.options,
-            )
-        except UserError as exc:
-            self.failed.emit(str(exc), "")
-        except Exception as exc:  # a bug: shown with its traceback behind Details
-            self.failed.emit(
-                f"The export failed with an internal error: {exc}", traceback.format_exc()
-            )
-        else:
-            self.succeeded.emit(summary)
+        summary = export(
+            self.source,
+            self.fmt,
+            self.out_dir,
+            progress=lambda fraction, message: self.progressed.emit(fraction, message),
+            cancel=self.cancel_event.is_set,
+            **self.options,
+        )
+        self.succeeded.emit(summary)
+
+
+class ExportRunner(JobRunner):
+    """One export at a time; forwards its progress and how it ended."""
+
+    progressed = Signal(float, str)
+    succeeded = Signal(dict)
+
+    thread_name = "grpo-export"
+    busy_message = "An export is already running."
+
+    def start(self, source, fmt: str, out_dir: str, **options) -> None:
+        worker = ExportWorker(source, fmt, out_dir, self.cancel_event, **options)
+        worker.progressed.connect(self.progressed)
+        worker.succeeded.connect(self.succeeded)
+        self._launch(worker)

@@ -21,21 +21,21 @@ from __future__ import annotations
 import json
 import threading
 import time
-import traceback
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, QThread, Signal
 
-from grpo_desktop.ui.common.job_thread import ThreadRegistry, start_job_thread
+from grpo_desktop.ui.common import job_thread
+from grpo_desktop.ui.common.job_thread import JobRunner, JobWorker
 
 LOADING_SECTIONS = ("model", "lora", "quantization")  # what the loaded model depends on
 STREAM_EVERY_S = 0.05  # at most ~20 text updates a second per side reach the GUI
-_threads = ThreadRegistry()
+THREAD_NAME = "grpo-try"
 
 
 def live_threads() -> list[QThread]:
     """Try threads still running (for quitting and the tests)."""
-    return _threads.running()
+    return job_thread.live_threads(THREAD_NAME)
 
 
 @dataclass
@@ -65,42 +65,24 @@ class _Held:
             variants.close()
 
 
-class TryWorker(QObject):
-    """Lives in the job's thread; `run()` loads if needed and answers for each side."""
+class TryWorker(JobWorker):
+    """Lives in the job's thread; `work()` loads if needed and answers for each side."""
 
     status_changed = Signal(str, str)  # side, what it is doing
     text_changed = Signal(str, list)  # side, each sample's text so far
     answered = Signal(str, object)  # side, the result dict of answer_prompt
-    failed = Signal(str, str)  # message for the user, technical details ('' for a UserError)
-    finished = Signal()
+
+    doing = "Generating"
+    out_of_memory = (
+        "Out of memory while loading or running the model. Close other programs, or "
+        "try a smaller model."
+    )
 
     def __init__(self, request: TryRequest, held: _Held, stop: threading.Event):
-        super().__init__()
-        self._request, self._held, self._stop = request, held, stop
+        super().__init__(stop)
+        self._request, self._held = request, held
 
-    @Slot()
-    def run(self) -> None:
-        from grpo_desktop.engine.errors import UserError
-
-        try:
-            self._run()
-        except UserError as exc:
-            self.failed.emit(str(exc), "")
-        except MemoryError:
-            self.failed.emit(
-                "Out of memory while loading or running the model. Close other programs, or "
-                "try a smaller model.",
-                "",
-            )
-        except Exception as exc:  # a bug: said in words, the traceback behind Details
-            self.failed.emit(
-                f"Generating failed with an internal error: {type(exc).__name__}: {exc}",
-                traceback.format_exc(),
-            )
-        finally:
-            self.finished.emit()
-
-    def _run(self) -> None:
+    def work(self) -> None:
         from grpo_desktop.engine.variants.run_variants import ModelVariants, run_variants
         from grpo_desktop.engine.variants.try_model import TrySettings, answer_prompt, run_config
 
@@ -122,7 +104,7 @@ class TryWorker(QObject):
         for side, _ in req.sides[1:]:
             self.status_changed.emit(side, "Waiting: answers after the base model.")
         for side, spec in req.sides:
-            if self._stop.is_set():
+            if self.cancel_event.is_set():
                 self.status_changed.emit(side, "Stopped before it began.")
                 continue
             self.status_changed.emit(side, "Generating…")
@@ -142,32 +124,27 @@ class TryWorker(QObject):
                 req.gold,
                 settings,
                 on_text=on_text,
-                should_stop=self._stop.is_set,
+                should_stop=self.cancel_event.is_set,
                 run_checker=req.run_checker,
             )
             self.answered.emit(side, result)
 
 
-class TryRunner(QObject):
+class TryRunner(JobRunner):
     """One Try job at a time; holds the loaded model between jobs."""
 
     status_changed = Signal(str, str)
     text_changed = Signal(str, list)
     answered = Signal(str, object)
-    failed = Signal(str, str)
-    finished = Signal()  # the job ended (answered, stopped or failed)
+    # failed(message, details) and finished (the job ended: answered, stopped or failed): JobRunner
+
+    thread_name = THREAD_NAME
+    busy_message = "A Try job is already running."
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self._held = _Held()
-        self._stop = threading.Event()
-        self._thread: QThread | None = None
-        self._worker: TryWorker | None = None
         self._release_after = False
-
-    @property
-    def busy(self) -> bool:
-        return self._thread is not None
 
     @property
     def loaded(self) -> bool:
@@ -181,21 +158,17 @@ class TryRunner(QObject):
 
     def start(self, request: TryRequest) -> None:
         if self.busy:
-            raise RuntimeError("A Try job is already running.")
-        self._stop.clear()
+            raise RuntimeError(self.busy_message)
         self._release_after = False
-        self._worker = TryWorker(request, self._held, self._stop)
-        self._worker.status_changed.connect(self.status_changed)
-        self._worker.text_changed.connect(self.text_changed)
-        self._worker.answered.connect(self.answered)
-        self._worker.failed.connect(self.failed)
-        self._thread = start_job_thread(
-            "grpo-try", self._worker, self._on_thread_finished, _threads
-        )
+        worker = TryWorker(request, self._held, self.cancel_event)
+        worker.status_changed.connect(self.status_changed)
+        worker.text_changed.connect(self.text_changed)
+        worker.answered.connect(self.answered)
+        self._launch(worker)
 
     def stop(self) -> None:
         """Ask the job to stop after the token being decoded."""
-        self._stop.set()
+        self.cancel()
 
     def release(self) -> None:
         """Free the held model (now, or when the running job has ended, after stopping it)."""
@@ -205,29 +178,14 @@ class TryRunner(QObject):
         else:
             self._held.close()
 
-    def wait(self, timeout_ms: int = 60_000) -> bool:
-        """Block until the job's thread has ended; True when it did. For quitting and tests."""
-        return self._thread.wait(timeout_ms) if self._thread is not None else True
-
-    def close(self, timeout_ms: int = 60_000) -> None:
+    def close(self, timeout_ms: int | None = 60_000) -> bool:
         """Stop any job, wait for it, free the model (the window is closing)."""
-        self.stop()
-        self.wait(timeout_ms)
-        if self._thread is not None:  # ended, but its finished signal not delivered yet
-            self._on_thread_finished()
-        self._held.close()
+        ended = super().close(timeout_ms)
+        if ended:
+            self._held.close()
+        return ended
 
-    @Slot()
-    def _on_thread_finished(self) -> None:
-        if self._thread is None:  # close() has handled it already
-            return
-        thread, worker = self._thread, self._worker
-        self._thread = self._worker = None
-        if thread is not None:
-            thread.deleteLater()
-        if worker is not None:
-            worker.deleteLater()
+    def _job_ended(self) -> None:
         if self._release_after:
             self._release_after = False
             self._held.close()
-        self.finished.emit()
