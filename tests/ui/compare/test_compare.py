@@ -8,8 +8,8 @@ cancel with Esc, and see the tab turned off while training runs or before any ch
 
 from __future__ import annotations
 
+import functools
 import json
-import shutil
 
 import pytest
 from PySide6.QtCore import QSettings, Qt
@@ -23,54 +23,22 @@ from grpo_desktop.engine.variants.compare_table import (
     read_csv,
 )
 from grpo_desktop.engine.variants.eval_target import held_out_examples
-from grpo_desktop.session.document import new_session, save_session
 from grpo_desktop.ui.compare import tips
 from grpo_desktop.ui.compare.runner import live_threads
 from grpo_desktop.ui.compare.table import ANSWER_A, ANSWER_B, PROBLEM
 from grpo_desktop.ui.compare.view import CompareView
 from grpo_desktop.ui.main_window import MainWindow
-from grpo_desktop.ui.session.model import SessionModel
 from tests.support.dialogs import when_modal
 from tests.support.fakes import make_fake_train
+from tests.support.sessions import session_on_disk
 
 WAIT_MS = 90_000
 
 
-def _session(tmp_path, run_dir: str | None = None):
-    """A session on disk; with `run_dir`, holding a copy of that run as its own."""
-    cfg = read_run_config(run_dir) if run_dir else demo_config()
-    doc = new_session(str(tmp_path / "compare.grpo"), cfg)
-    if run_dir:
-        shutil.copytree(run_dir, doc.run_dir)
-        doc.trained = True
-        save_session(doc)
-    return doc
-
-
 @pytest.fixture
-def make_view(qtbot):
-    views: list[CompareView] = []
-
-    def make(doc, train_fn=None) -> CompareView:
-        model = SessionModel(doc, **({"train_fn": train_fn} if train_fn else {}))
-        view = CompareView(model)
-        view.resize(1100, 700)
-        qtbot.addWidget(view)
-        view.show()
-        views.append(view)
-        return view
-
-    yield make
-    for view in views:
-        view.shutdown()
-        if view.model.runner.active:
-            view.model.stop()
-            qtbot.waitUntil(lambda v=view: not v.model.runner.active, timeout=WAIT_MS)
-
-
-@pytest.fixture
-def lora_session(trained_run, tmp_path):
-    return _session(tmp_path, trained_run(lora=True))
+def make_view(make_tab):
+    """`make_view(doc, train_fn=None)`: a CompareView (tests/ui/conftest.py's `make_tab`)."""
+    return functools.partial(make_tab, CompareView)
 
 
 def _items(box) -> list[str]:
@@ -217,7 +185,7 @@ def test_training_turns_compare_off_with_the_reason(qtbot, make_view, lora_sessi
 
 
 def test_before_any_checkpoint_run_is_off_with_the_reason(qtbot, make_view, tmp_path):
-    view = make_view(_session(tmp_path))
+    view = make_view(session_on_disk(tmp_path))
     assert _items(view.side_a) == ["Base model"]
     assert view.note.text() == tips.NO_CHECKPOINT and not view.run_button.isEnabled()
     assert not view.side_b.isEnabled()
@@ -257,7 +225,7 @@ def test_a_cancelled_comparisons_rows_and_a_save_that_fails(qtbot, make_view, tm
     from grpo_desktop.engine.variants.compare_table import CompareRow
     from grpo_desktop.engine.variants.variant import BASE_VARIANT, Variant
 
-    view = make_view(_session(tmp_path))
+    view = make_view(session_on_disk(tmp_path))
     step = Variant("step-40", "Step 40", 40, str(tmp_path), True)
     rows = [
         CompareRow("What is 2 × 3?", "6", "5", False, "6", True),

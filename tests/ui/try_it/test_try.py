@@ -9,6 +9,7 @@ model alone; a model that cannot load is a message, not a traceback.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 
@@ -18,9 +19,7 @@ from PySide6.QtCore import QSettings, Qt
 from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.engine.runs.files import read_run_config
 from grpo_desktop.engine.variants.eval_target import held_out_examples
-from grpo_desktop.session.document import new_session, save_session
 from grpo_desktop.ui.main_window import MainWindow
-from grpo_desktop.ui.session.model import SessionModel
 from grpo_desktop.ui.try_it import tips
 from grpo_desktop.ui.try_it.problems import OWN_PROMPT
 from grpo_desktop.ui.try_it.render import sample_tally, score_summary
@@ -28,45 +27,15 @@ from grpo_desktop.ui.try_it.view import TryView
 from grpo_desktop.ui.try_it.worker import live_threads
 from tests.support.fakes import make_fake_train
 from tests.support.paths import FIXTURES
+from tests.support.sessions import session_on_disk
 
 WAIT_MS = 60_000
 
 
-def _session(tmp_path, run_dir: str | None = None, config=None):
-    """A session on disk; with `run_dir`, holding a copy of that run as its own."""
-    cfg = read_run_config(run_dir) if run_dir else config or demo_config()
-    doc = new_session(str(tmp_path / "try.grpo"), cfg)
-    if run_dir:
-        shutil.copytree(run_dir, doc.run_dir)
-        doc.trained = True
-        save_session(doc)
-    return doc
-
-
 @pytest.fixture
-def make_view(qtbot):
-    views: list[TryView] = []
-
-    def make(doc, train_fn=None) -> TryView:
-        model = SessionModel(doc, **({"train_fn": train_fn} if train_fn else {}))
-        view = TryView(model)
-        view.resize(1100, 700)
-        qtbot.addWidget(view)
-        view.show()
-        views.append(view)
-        return view
-
-    yield make
-    for view in views:
-        view.shutdown()
-        if view.model.runner.active:
-            view.model.stop()
-            qtbot.waitUntil(lambda v=view: not v.model.runner.active, timeout=WAIT_MS)
-
-
-@pytest.fixture
-def lora_session(trained_run, tmp_path):
-    return _session(tmp_path, trained_run(lora=True))
+def make_view(make_tab):
+    """`make_view(doc, train_fn=None)`: a TryView (tests/ui/conftest.py's `make_tab`)."""
+    return functools.partial(make_tab, TryView)
 
 
 def _wait_answers(qtbot, view: TryView, sides=("base", "trained")) -> None:
@@ -203,7 +172,7 @@ def test_training_turns_try_off_and_frees_the_model(qtbot, make_view, lora_sessi
 
 
 def test_before_any_run_the_base_model_answers_alone(qtbot, make_view, tmp_path):
-    view = make_view(_session(tmp_path))
+    view = make_view(session_on_disk(tmp_path))
     assert view.checkpoint_box.currentText() == "No checkpoint yet"
     assert not view.checkpoint_box.isEnabled()
     assert view.note.text() == tips.BASE_ONLY
@@ -236,7 +205,7 @@ def test_before_any_run_the_base_model_answers_alone(qtbot, make_view, tmp_path)
 
 def test_a_model_that_cannot_load_is_a_message_not_a_traceback(qtbot, make_view, tmp_path):
     config = demo_config().replace(model={"name_or_path": str(tmp_path / "no-such-model")})
-    view = make_view(_session(tmp_path, config=config))
+    view = make_view(session_on_disk(tmp_path, config=config))
     view.prompt.setPlainText("What is 1 + 1?")
     assert view.generate()
     qtbot.waitUntil(lambda: not view.runner.busy, timeout=WAIT_MS)
