@@ -95,32 +95,26 @@ def cache_dir() -> str:
     return os.path.join(root, "grpo-desktop", "bench")
 
 
-# Qwen2.5-0.5B's shape: hidden, layers, heads, kv heads, intermediate, vocab (random weights).
-QWEN_05B = (896, 24, 14, 2, 4864, 151936)
-
-
 def model_dir(size: str, seed: int = 0) -> str:
     """The benchmark model of `size`, built once (random weights, seeded) and cached: an
-    engine.models.tiny size (micro, tiny, small ≈ 3M, medium ≈ 25M; Llama), qwen2.5-0.5b (char
-    tokenizer), or an engine/models/shapes.py shape at a depth, "NAME@LAYERS" (qwen2.5-1.5b-shaped@28:
-    the shape's real tokenizer behaviour; bench/memory.py's folder for the same shape and depth)."""
+    engine.models.tiny size (micro, tiny, small ≈ 3M, medium ≈ 25M Llamas; qwen2.5-0.5b), or an
+    engine/models/shapes.py shape at a depth, "NAME@LAYERS" (qwen2.5-1.5b-shaped@28: the shape's
+    real tokenizer behaviour; bench/memory.py's folder for the same shape and depth)."""
     if "@" in size:
         return shaped_dir(size, seed)
-    arch = "qwen2" if size == "qwen2.5-0.5b" else "llama"
+    from grpo_desktop.engine.models.tiny import SIZES, build_tiny_model
+
+    arch = SIZES[size].arch or "llama"
     folder = os.path.join(cache_dir(), f"{size}-{arch}-seed{seed}")
     if not os.path.isfile(os.path.join(folder, "config.json")):
-        if size == "qwen2.5-0.5b":
-            _build_qwen_shaped(folder, seed)
-        else:
-            from grpo_desktop.engine.models.tiny import build_tiny_model
-
-            build_tiny_model(folder, size, seed=seed, arch="llama")
+        build_tiny_model(folder, size, seed=seed, arch=arch)
     return folder
 
 
 def shaped_dir(size: str, seed: int = 0, favour: str | None = None) -> str:
-    """engine/models/shapes.py's NAME at LAYERS layers ("NAME@LAYERS"), built once into a temporary
-    folder and renamed, so an interrupted build never leaves a folder that looks complete."""
+    """engine/models/shapes.py's NAME at LAYERS layers ("NAME@LAYERS"), built once into a
+    temporary folder and renamed, so an interrupted build never leaves a folder that looks
+    complete."""
     import shutil
 
     from grpo_desktop.engine.models.shapes import build_shaped
@@ -135,52 +129,6 @@ def shaped_dir(size: str, seed: int = 0, favour: str | None = None) -> str:
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(tmp, folder)
     return folder
-
-
-def _build_qwen_shaped(folder: str, seed: int) -> None:
-    """A Qwen2 model with Qwen2.5-0.5B's shape and random weights, saved in bfloat16, with the
-    local char tokenizer padded to the model's vocabulary (filler tokens decode as "[id]", so any
-    sampled id decodes)."""
-    import torch
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config
-
-    from grpo_desktop.engine.models import tiny
-
-    hidden, layers, heads, kv, inter, vocab_size = QWEN_05B
-    names = tiny.SPECIAL_TOKENS + tiny.TAG_TOKENS + tiny.CHARS
-    names += [f"[{i}]" for i in range(len(names), vocab_size)]
-    core = Tokenizer(models.WordLevel({t: i for i, t in enumerate(names)}, unk_token="<|unk|>"))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    core.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="<|pad|>", unk_token="<|unk|>", eos_token="<|end|>"
-    )
-    tok.add_special_tokens({"additional_special_tokens": tiny.SPECIAL_TOKENS[3:]})
-    tok.chat_template = tiny.CHAT_TEMPLATE
-    tok.padding_side = "left"
-    config = Qwen2Config(
-        vocab_size=vocab_size,
-        hidden_size=hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv,
-        intermediate_size=inter,
-        max_position_embeddings=32768,
-        rope_theta=1_000_000.0,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-        bos_token_id=None,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.generation_config.eos_token_id = tok.eos_token_id
-    os.makedirs(folder, exist_ok=True)
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
 
 
 def dataset_file(seed: int = 0) -> str:
