@@ -1,4 +1,4 @@
-"""Application entry: create the QApplication and the main window; the scripted mode for smoke checks.
+"""Application entry: the QApplication and the main window, and a scripted mode for smoke checks.
 
     grpo-desktop                                   the window on the built-in demo
     grpo-desktop open my-run.grpo                  the window on a saved session
@@ -27,7 +27,7 @@ from grpo_desktop.ui.session.dialogs import DISCARD
 
 # The training thread runs Python code most of the time (sampling small models is dominated by
 # interpreter overhead), and every Qt callback into Python must win the GIL from it: a switch
-# interval of 1 ms instead of 5 ms bounds each wait (measured: similar p99, lower worst case).
+# interval of 1 ms instead of 5 ms bounds each wait (bench/README.md, gui_latency.py).
 GIL_SWITCH_INTERVAL_S = 0.001
 
 

@@ -1,21 +1,17 @@
 """Guards against defects of the installed Qt binding that would otherwise crash the app.
 
 PySide6 6.12.0 on Python 3.10 and 3.11 drops one reference to `None` on every call of a Qt method
-that returns nothing (`widget.update()`, `setObjectName(...)`, every Python override such as
-`paintEvent`), and likewise to `True`/`False` in some bool-returning paths. From Python 3.12 these
-objects are immortal and this is harmless; before that their count reaches zero after some
-thousand calls and the interpreter aborts ("none_dealloc: deallocating None", "bool_dealloc").
-PySide6 6.11 does not have the defect.
-
-`guard_none_refcount()` measures whether the installed binding leaks and, only then, raises the
-reference counts of `None`, `True` and `False` once by 2**40 (about a trillion calls' worth), which
-is what the binding should have done all along. It does nothing on Python 3.12+ or with an
-unaffected PySide6.
-Called when `grpo_desktop.ui` is imported. Remove once PySide6 6.12.0 is excluded everywhere.
+that returns nothing (`widget.update()`, every Python override such as `paintEvent`), and likewise
+to `True`/`False` in some bool-returning paths; from Python 3.12 these objects are immortal.
+Before that their count reaches zero after some thousand calls and the interpreter aborts
+("none_dealloc: deallocating None"). `guard_none_refcount()` measures whether the installed
+binding leaks and, only then, raises the reference counts of `None`, `True` and `False` once by
+2**40 (about a trillion calls' worth). Called when `grpo_desktop.ui` is imported; remove once
+PySide6 6.12.0 is excluded everywhere.
 
 `drop_platform_noise()` keeps a line that Qt's offscreen platform prints whenever a window is
 shown (about the headless platform, not the app) out of the terminal of the self-test and the
-scripted demo; every other Qt message goes on as before.
+scripted demo; every other Qt message is printed. Try it: tests/ui/common/test_widgets.py.
 """
 
 from __future__ import annotations

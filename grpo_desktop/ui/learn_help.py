@@ -5,6 +5,7 @@ and the About box.
 A mixin of `MainWindow` (kept apart so the window's file stays about layout and the run): it
 expects the window's `model` (SessionModel), `alarms` (AlarmBanners), `plots` (PlotsView),
 `show_message` and `_lab` / `_help` set to None in its constructor.
+Try it: Learn ▸ GRPO Lab, F1; tests/ui/help/test_help.py, tests/ui/lab/test_lab.py.
 """
 
 from __future__ import annotations

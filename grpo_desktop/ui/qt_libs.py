@@ -6,7 +6,7 @@ PySide6's wheel does not bundle. `missing_xcb_libraries()` asks the system's loa
 plugin's dependencies are not found (`ldd`, else the error of loading the plugin itself) and
 `advice()` names them with the package that holds each (apt on Debian/Ubuntu, dnf on Fedora).
 Only on Linux and only when Qt would use xcb; it imports no Qt module, so it runs before the
-QApplication exists. It does not install anything.
+QApplication exists. It does not install anything. Try it: tests/ui/test_qt_libs.py.
 """
 
 from __future__ import annotations

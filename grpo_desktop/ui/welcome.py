@@ -1,7 +1,8 @@
 """The first-run welcome: what to do first (train the demo), what next (your own model, data and
-checker) and where to look, above the plots until the user dismisses it with *Got it*; from then on
-it never comes back (QSettings `welcome/dismissed`). Starting a run folds it away for that
+checker) and where to look, above the plots until the user dismisses it with *Got it*; from then
+on it never comes back (QSettings `welcome/dismissed`). Starting a run folds it away for that
 window only. It holds no state of the run and changes no setting.
+Try it: tests/ui/test_newcomer.py.
 """
 
 from __future__ import annotations

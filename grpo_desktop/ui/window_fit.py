@@ -1,11 +1,11 @@
 """Fit the main window to the screen it opens on: the first launch (and Reset layout) sizes it to
 the preferred size when the screen's available area allows, else to that area minus a margin,
-centred; a layout restored from QSettings that no longer fits (another, smaller screen) is
+centred; a layout restored from QSettings that does not fit (another, smaller screen) is
 pulled back inside the available area.
 
 `fit_rect` is plain geometry (tested on its own); `fit_window` applies it to a real window on
 its screen. It does not choose dock sizes: `dock_width_for` gives the settings column's width for
-a screen width.
+a screen width. Try it: tests/scenarios/test_ui_laptop.py.
 """
 
 from __future__ import annotations

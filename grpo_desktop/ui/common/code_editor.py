@@ -5,6 +5,7 @@
 problem there), `mark_error_line(None)` clears it. Tab inserts four spaces.
 
 Not an IDE: no completion, no linting beyond what the checker test reports.
+Try it: the Reward panel's custom checker; tests/ui/common/test_widgets.py.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ the form reloads when the model's config changes elsewhere. Fields marked `advan
 `set_advanced_visible(False)`.
 
 Custom editors (the model picker, the checker editor) live in their panels, not here.
+Try it: the Hyperparameters panel; tests/ui/panels/test_panels.py.
 """
 
 from __future__ import annotations

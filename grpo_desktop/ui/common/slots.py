@@ -4,6 +4,7 @@ repeat each name twice; a missing slot fails at construction (AttributeError nam
 silently at the first emission.
 
 Slots named otherwise (`model.config_replaced.connect(self.refresh)`) are connected directly.
+Try it: every view's constructor uses it, e.g. ui/compare/view.py (`name="runner"`).
 """
 
 from __future__ import annotations

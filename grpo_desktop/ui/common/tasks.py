@@ -1,4 +1,5 @@
-"""Short background jobs (dataset preview, model scan, tokenizer load, checker test) off the GUI thread.
+"""Short background jobs (dataset preview, model scan, tokenizer load, checker test) off the GUI
+thread.
 
 `BackgroundTasks.submit(key, fn, on_done)` runs `fn()` in the app's thread pool and calls
 `on_done(result, error)` on the GUI thread, only for the newest job of each key: a newer request
@@ -8,7 +9,8 @@ A job already running is not interrupted (a network call cannot be); the pool ha
 few, so one stuck on the network does not hold up the others. `wait_for_all()` lets the app
 (and the tests) wait for them before quitting.
 
-What this is not: a place for training, which has its own thread and state machine (ui/run/worker.py).
+Not for long jobs with progress and Cancel, such as training (ui/common/job_thread.py).
+Try it: tests/ui/panels/test_hub.py.
 """
 
 from __future__ import annotations

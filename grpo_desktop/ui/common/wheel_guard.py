@@ -2,9 +2,11 @@
 (click or Tab into it first); over an unfocused one the wheel scrolls the panel it sits in, so
 scrolling down the settings never edits a weight on the way.
 
-`guard_wheel(widget)` sets Qt.StrongFocus (the wheel alone no longer gives focus) and installs
+`guard_wheel(widget)` sets Qt.StrongFocus (so the wheel alone never gives focus) and installs
 one shared event filter; `guard_wheel_in(root)` does it for every such widget under `root`.
 It does not change what the wheel does in a focused field or outside the guarded widgets.
+Try it: scroll the settings panels with the pointer over a spin box;
+tests/scenarios/test_ui_laptop.py.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 box, a dismissable message bar, and a few helpers for wrapped labels and tooltips.
 
 No knowledge of the config or the session here; panels compose these.
+Try it: tests/ui/common/test_widgets.py.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 Opened by double-clicking (or Enter on) a row of the Compare table; one window, reused, that
 follows the row chosen last. Read-only; Esc or Close closes it.
+Try it: tests/ui/compare/test_compare.py.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ interval, fixed and broken counts, McNemar's p), the filter buttons All / Fixed 
 wrong / Both right with their counts, and the table (table.py); a double-click (or Enter) on a
 row shows both full answers (detail.py); Export CSV… saves every row through a file dialog.
 Messages (saved, cannot save) go to the tab's message bar. Runs nothing itself.
+Try it: tests/ui/compare/test_compare.py.
 """
 
 from __future__ import annotations

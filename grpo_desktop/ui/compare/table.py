@@ -5,6 +5,7 @@ Gold, side A's answer, side B's answer and Category; an answer cell reads "✓ 1
 ("✗ no answer" when none was found) on a green or red tint. `CategoryFilter` (a
 QSortFilterProxyModel on the hidden category column) shows all rows or one category. `ROW_ROLE`
 on the # cell holds the row's index in the comparison, so a click finds the full row.
+Try it: tests/ui/compare/test_compare.py.
 """
 
 from __future__ import annotations

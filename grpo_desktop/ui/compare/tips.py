@@ -1,4 +1,8 @@
-"""The Compare tab's tooltips and notes, in one place (plain text; the view wraps them)."""
+"""The Compare tab's tooltips and notes, in one place (plain text; the view wraps them).
+
+Kept apart so view.py stays about layout and the tests compare against the same strings
+(tests/ui/compare/test_compare.py).
+"""
 
 from __future__ import annotations
 

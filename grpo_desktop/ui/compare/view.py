@@ -4,15 +4,14 @@ Pick side A (the base model or a checkpoint) and side B (a checkpoint; the newes
 the problems (the held-out set, or a file) and how many; Run (Ctrl+Return) answers each problem
 greedily with both sides and scores the answers with the run's accuracy check; Cancel (Esc) stops
 after the current token and keeps the problems both sides finished. A progress bar with the
-time left, then what it found (results.py): each side's accuracy with its 95 % interval, the
-fixed and broken counts, the table with its filters, both full answers of a row, Export CSV….
+time left, then what it found (results.py). The work runs in `CompareRunner`'s thread
+(runner.py) and frees the model when it ends. While training runs, Run is off and a note says
+why. A TRL output_dir shown read-only offers its checkpoint-N folders and final model, scored with
+the settings engine/variants/trl_config.py builds for it (the note says what they assume).
 
-The work runs in `CompareRunner`'s thread (runner.py) and frees the model when it ends. While
-training runs, Run is off and a note says why. A TRL output_dir shown read-only offers its
-checkpoint-N folders and final model, scored with the settings engine/variants/trl_config.py builds for it
-(the note says what they assume). Reads the session through `SessionModel` only; the checkpoints
-are listed without torch (engine/runs/layout.py, engine/variants/trl_models.py). Does not train or
-export models.
+Reads the session through `SessionModel` only; the checkpoints are listed without torch
+(engine/runs/layout.py, engine/variants/trl_models.py). Does not train or export models.
+Try it: the Compare tab after a run; tests/ui/compare/test_compare.py.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@
 one; a run with none says so. `PathButtons` is the pair of buttons alone, for the finished
 export's folder. Opening uses `QDesktopServices.openUrl` (the system's file manager); copying puts
 the path on the clipboard. Reads the run folder only (engine/runs/layout.py, torch-free).
+Try it: File ▸ Export… after a run; tests/ui/export/test_export.py.
 """
 
 from __future__ import annotations

@@ -1,17 +1,17 @@
 """File ▸ Export… (Ctrl+E): export the session's run as an adapter, a merged model, GGUF or a
 TRL project, with a progress bar and Cancel, then "Open folder" and "Copy path".
 
-The dialog lists the run's checkpoints (newest first, each with Open folder / Copy path), the
-formats with a line on what each is for, the output folder (typed, or chosen with Choose…: an
-empty folder is used as it is, a non-empty one gets a new folder inside named after the run,
-step and format), and the expected size read from the files before anything is loaded
-(engine/export/plan.py; for a 4-bit or 8-bit run's merged or GGUF export it says why the result
-is bfloat16 and how large). Export runs `engine.export.pipeline.export` in an `ExportRunner`'s
-thread (worker.py); Cancel stops it between stages (nothing is left behind); errors show in the dialog, never as a
-traceback. While training runs, Export is disabled and says why. A TRL project exports the
-settings in the window, so it works before the first checkpoint.
+The dialog lists the run's checkpoints (newest first), the formats with a line on what each is
+for, the output folder (typed, or chosen with Choose…: an empty folder is used as it is, a
+non-empty one gets a new folder inside named after the run, step and format), and the expected
+size read from the files before anything is loaded (engine/export/plan.py; for a 4-bit or 8-bit
+run's merged or GGUF export it says why the result is bfloat16 and how large). Export runs
+`engine.export.pipeline.export` in an `ExportRunner`'s thread (worker.py); Cancel stops it
+between stages (nothing is left behind); errors show in the dialog, never as a traceback. A TRL
+project exports the settings in the window, so it works before the first checkpoint.
 
-What this does not do: write anything itself, or export while a run trains.
+What this does not do: write anything itself, or export while a run trains (Export is disabled
+and says why). Try it: tests/ui/export/test_export.py.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ session's run; disabled, with the reason in its tooltip, while training runs.
 
 `install_export_action(window, menu)` adds the action to `menu` and, when the window has its
 run toolbar, beside the run controls; it returns the action. The dialog: ui/export/dialog.py.
+Try it: tests/ui/export/test_export.py (the action, off while training).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 Help say the same); this module adds only where to look and what usually helps, in general terms
 (the banner's own advice has the run's numbers). A kind without an entry in WHAT_TO_DO fails a
 test, and still gets its explanation here. Data only, Qt-free.
+Try it: `python -m grpo_desktop.ui.help.topics reward hacking`; tests/ui/help/test_help_topics.py.
 """
 
 from __future__ import annotations

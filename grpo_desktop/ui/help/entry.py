@@ -2,6 +2,7 @@
 
 Apart from topics.py so the texts (guides, plot_help, alarm_help, glossary) can import it
 without importing the index that imports them. Qt-free.
+Try it: tests/ui/help/test_help_topics.py (every link resolves).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Help's glossary: the words of GRPO and of this app, each in a few plain sentences with links
-to the related entries. Accurate to /work/shared/GRPO.md; the markup is explained in topics.py.
-Data only, Qt-free.
+to the related entries. The algorithm's terms say what the engine does (docs/grpo.md has the
+formulas); the markup is explained in topics.py. Data only, Qt-free.
+Try it: `python -m grpo_desktop.ui.help.topics advantage`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Help's "Start here" pages: how GRPO learns, and your first run, in plain words.
 
-Accurate to /work/shared/GRPO.md and the two lessons (the 17 × 24 step, the signal formula); the
-markup is explained in topics.py. Data only, Qt-free.
+The worked example (the 17 × 24 step) and the signal formula are the GRPO Lab's (docs/grpo.md has
+the formulas and their check values; a test recomputes the example's numbers); the markup is
+explained in topics.py. Data only, Qt-free.
+Try it: Help ▸ GRPO Desktop Help, "How GRPO learns"; tests/ui/help/test_help_topics.py.
 """
 
 from __future__ import annotations

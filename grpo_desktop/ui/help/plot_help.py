@@ -1,6 +1,7 @@
 """Help entries for the training plots (ui/plots/view.py): what each shows, what healthy looks
 like and what a bad sign looks like. One entry per plot, anchored `plot-<name>` with the plot's
 name in PlotsView (a test fails when a plot has no entry). Data only, Qt-free.
+Try it: the "?" before a plot's title, or F1 over a plot; tests/ui/help/test_help.py.
 """
 
 from __future__ import annotations

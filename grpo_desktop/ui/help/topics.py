@@ -2,11 +2,12 @@
 anchor, a title, its section and its text, plus search and the HTML a browser shows.
 
 Entries are written in a tiny markup so they stay readable here: paragraphs separated by a blank
-line, "- " starts a bullet, **bold**, *italic* (a setting's label), `code`, [[anchor]] or [[anchor|words]] links to another
-entry, [[lab:answer|words]] (or lab:signal, lab:reward) opens a tab of the GRPO Lab. The texts live
-in guides.py, plot_help.py, alarm_help.py and glossary.py; an alarm's explanation is read from
-engine/alarm_kinds.py, not repeated. Qt-free: tests check every link and that every plot and
-alarm kind has an entry; the window (help/window.py) only displays what `render` returns.
+line, "- " starts a bullet, **bold**, *italic* (a setting's label), `code`, [[anchor]] or
+[[anchor|words]] links to another entry, [[lab:answer|words]] (or lab:signal, lab:reward) opens a
+tab of the GRPO Lab. The texts live in guides.py, plot_help.py, alarm_help.py and glossary.py; an
+alarm's explanation is read from engine/alarm_kinds.py, not repeated. Qt-free: tests check every
+link and that every plot and alarm kind has an entry; the window (help/window.py) only displays
+what `render` returns.
 
 Try it:  python -m grpo_desktop.ui.help.topics advantage
 """

@@ -8,6 +8,7 @@ help/topics.py (Qt-free); this module only lists, searches and displays it.
 
 `context_anchor(widget)` is what context-sensitive F1 asks: the nearest widget (the one under the
 mouse, or the focused one, or a parent) with a `help_anchor()` method — a plot, an alarm banner.
+Try it: F1 in the main window; tests/ui/help/test_help.py.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 Shows the completion in full with the reasoning and answer blocks highlighted, the reference
 answer, each reward part, the checker error, and what the advantage means for this answer
 compared with the rest of its group. Pure functions returning HTML; no widgets.
+Try it: select a row in the Rollouts tab; tests/ui/common/test_widgets.py.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _fmt(v: float | None) -> str:
 
 
 def explain_advantage(row: dict, group_rows: list[dict]) -> str:
-    """One or two sentences on what this rollout's advantage does, in the lessons' terms."""
+    """One or two sentences on what this rollout's advantage does, in Help's plain terms."""
     adv = row.get("advantage")
     scored = [float(r["reward"]) for r in group_rows if r.get("reward") is not None]
     if row.get("reward") is None:

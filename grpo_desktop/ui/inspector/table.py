@@ -1,4 +1,5 @@
-"""The rollout inspector's table model: one row per rollout, coloured by advantage, grouped by prompt.
+"""The rollout inspector's table model: one row per rollout, coloured by advantage, grouped by
+prompt.
 
 Built on QStandardItemModel with two QSortFilterProxyModels (filters by step, advantage sign and
 errors through a hidden key column and one regular expression, then free text), so painting,
@@ -7,7 +8,7 @@ Python `data()` called for every painted cell would stall the window.
 
 Rows come in whole steps (`add_step`) and leave in whole steps (`remove_step`), mirroring the
 session's bounded rollout store. `Qt.UserRole` holds sort keys, `ROW_ROLE` holds (step, index)
-to find the full row in the store.
+to find the full row in the store. Try it: tests/ui/common/test_widgets.py.
 """
 
 from __future__ import annotations

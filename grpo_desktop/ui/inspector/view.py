@@ -1,14 +1,15 @@
 """The rollout inspector: every completion of the run, filterable, with a detail pane.
 
 Filters: which step (the latest, every step kept in memory, or one chosen step, which is read
-back from the run's events.jsonl when it is no longer in memory), the sign of the advantage, only
-rows with a checker error, and free text. Rows are coloured by advantage (green pushed up, red
-pushed down) and keep their group order, so a group's spread is visible at a glance. Clicking a
-plot point asks the session model to focus a step; the inspector follows. "Open in Lab" (a button
-for the selected row's group, and the table's context menu for its group or its whole step) asks
-the session model to show those rollouts in the Lab's reward-design tab.
+back from the run's events.jsonl when it is not in memory any more), the sign of the advantage,
+only rows with a checker error, and free text. Rows are coloured by advantage (green pushed up,
+red pushed down) and keep their group order, so a group's spread is visible at a glance.
+Clicking a plot point asks the session model to focus a step; the inspector follows. "Open in
+Lab" (a button for the selected row's group, and the table's context menu for its group or its
+whole step) asks the session model to show those rollouts in the Lab's reward-design tab.
 
 Memory stays bounded: the table mirrors the session's rollout store (the newest rows) and says so.
+Try it: the Rollouts tab during a run; tests/ui/test_window.py.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
-"""The answer-level lab (lesson 000): GRPO on a model whose only choice is one of four whole
-answers to 17 × 24, every number of a step shown and explained.
+"""The answer-level lab: GRPO on a model whose only choice is one of four whole answers to
+17 × 24, every number of a step shown and explained.
 
 Pick G, the checker (strict, or sloppy: it also pays the hedge "398 or 408"), the learning rate,
 β and the seed; Step samples a group, scores it and updates the logits; Play steps four times a
 second until Pause; Reset goes back to the starting model; "Use the lesson's group" loads the
-lesson's worked example (408, 398, 398, 418; strict; lr 0.5) so the next Step shows its numbers:
+worked example (408, 398, 398, 418; strict; lr 0.5) so the next Step shows its numbers:
 advantages +1.732 / −0.577, probabilities after 31.6 / 39.6 / 23.7 / 5.1 %.
 
 The math is engine/lab/answers.py (no Qt); the tables and plots answer_parts.py. Nothing here
-touches the session or a real model. Try it: Learn ▸ GRPO Lab (Ctrl+L) in the main window.
+touches the session or a real model. Try it: Learn ▸ GRPO Lab (Ctrl+L); tests/ui/lab/test_lab.py.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 down / no signal, in words and colour), `UpdateTable` every answer's logit change and its
 probability before → after, `ProbabilityPlots` each answer's probability over the steps and the
 KL to the start. They only draw a `LabStep` (engine/lab/answers.py) or the lab's history; the
-controls and the stepping live in answer_lab.py.
+controls and the stepping live in answer_lab.py. Try it: tests/ui/lab/test_lab.py.
 """
 
 from __future__ import annotations

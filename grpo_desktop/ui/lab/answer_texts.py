@@ -1,5 +1,8 @@
 """The answer lab's words: the explanation under each part, in a hobbyist's terms, and the
-sentence that names the sampled group. Plain strings and one formatter; no widgets here."""
+sentence that names the sampled group. Plain strings and one formatter; no widgets here.
+
+Kept apart so answer_parts.py stays about drawing. Try it: tests/ui/lab/test_lab.py.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ user may edit it here only when the session's checker may run (`SessionModel.che
 empty, typed in this window, or trusted before), otherwise it is read-only with the reason and the
 run's recorded scores are used. Edits are compiled as typed (nothing runs) and announced after a
 pause with `edited`; the Lab then runs the code in the sandboxed checker process.
+Try it: tests/ui/lab/test_reward_lab.py.
 """
 
 from __future__ import annotations

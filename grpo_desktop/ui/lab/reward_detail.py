@@ -1,6 +1,7 @@
 """The reward-design Lab's text: one scored rollout explained in HTML, and the verdict notes' style.
 
 Pure functions of an engine.lab.rewards result; no widgets.
+Try it: click a row of the Lab's reward table; tests/ui/lab/test_reward_lab.py.
 """
 
 from __future__ import annotations

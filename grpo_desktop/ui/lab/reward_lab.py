@@ -1,4 +1,4 @@
-"""The reward-design Lab (seed 002's GRPO Lab, issue 16 §1b/c): design a reward, watch it score.
+"""The reward-design Lab: design a reward, watch it score.
 
 On its built-in group (twelve attempts at 17 × 23, the first G form the group) or on a run's real
 rollouts ("Open in Lab" in the rollout inspector: `open_step`), the user sets the accuracy and
@@ -10,6 +10,7 @@ and re-run (trusted code only, in the sandboxed checker process, cached per comp
 "Use these settings" copies the reward and advantage settings into the session like a form edit.
 
 What it does not do: run a model (β is explained, not measured) or change a run already made.
+Try it: Learn ▸ GRPO Lab, the reward tab; tests/ui/lab/test_reward_lab.py.
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ class RewardLabView(QWidget):
     # ------------------------------------------------------------------ what is shown
 
     def show_builtin(self) -> None:
-        """The built-in group: attempts at 17 × 23, the lesson's healthy settings."""
+        """The built-in group: attempts at 17 × 23, with healthy settings."""
         self.lab.close()
         self.lab = RewardLab.with_builtin_group()
         self.step, self.focus = None, None
@@ -197,7 +198,7 @@ class RewardLabView(QWidget):
             "<b>The model sampled attempts at 17 × 23</b> (right answer 391). Design the "
             "reward; then break it on purpose: format ≥ accuracy, length normalisation, G = 2."
         )
-        # The lesson's healthy step: accuracy 1, format 0.2, G = 8, Dr. GRPO's constant
+        # A healthy step: accuracy 1, format 0.2, G = 8, Dr. GRPO's constant
         # normaliser; turning length normalisation on shows the length bias.
         self._load_settings(LabSettings(length_normalise=False), builtin=True)
 

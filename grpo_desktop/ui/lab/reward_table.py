@@ -4,6 +4,7 @@
 numbers. `RolloutScoreTable` lists each rollout with its reward parts, total, advantage (drawn as
 a bar from the baseline: green ↑ pushed up, red ↓ pushed down), length and per-token update
 size; it only displays an engine.lab.rewards.LabResult and computes nothing.
+Try it: tests/ui/lab/test_reward_lab.py.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Which groups teach: the chance that a group of G answers carries any signal, as a chart.
 
 A group teaches only when it holds at least one success and one failure; for a problem the model
-solves with probability p that chance is 1 − p^G − (1 − p)^G (lesson 000). The chart draws it
-against p for the chosen G (slider or spin box, 2…16) over faint curves for G = 2, 4, 8, 16; a
-line you drag (or the p box) picks a problem's p; the table beside it lists every G for the
-lesson's hard (3 %) and easy (70 %) problems and for your p. Math: engine/lab/answers.py.
+solves with probability p that chance is 1 − p^G − (1 − p)^G. The chart draws it against p for
+the chosen G (slider or spin box, 2…16) over faint curves for G = 2, 4, 8, 16; a line you drag
+(or the p box) picks a problem's p; the table beside it lists every G for a hard (3 %) and an
+easy (70 %) problem and for your p. Math: engine/lab/answers.py.
+Try it: Learn ▸ GRPO Lab, the signal tab; tests/ui/lab/test_lab.py.
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ class SignalChartView(QWidget):
         return item
 
     @property
-    def G(self) -> int:  # noqa: N802 (the lesson's name)
+    def G(self) -> int:  # noqa: N802 (GRPO's name for it)
         return self.g_spin.value()
 
     @property

@@ -6,7 +6,7 @@ closing it only hides it, so a lab keeps its state until the app quits. Labs are
 that tab. A lab that animates should stop when hidden (the answer lab's Play does).
 
 It reads nothing from the training run by itself; a lab that needs the session gets `model`
-(the window's `SessionModel`, or None in a bare Lab).
+(the window's `SessionModel`, or None in a bare Lab). Try it: tests/ui/lab/test_lab.py.
 """
 
 from __future__ import annotations

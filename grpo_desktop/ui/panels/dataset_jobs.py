@@ -1,10 +1,11 @@
 """Background work of the Dataset panel: read the first rows, count the splits, apply the template.
 
-Runs in the app's thread pool (ui/common/tasks.py), never on the GUI thread. Two steps, so the first
-rows show at once: `read_rows` (the data source only) and `apply_template` (loads the model's
-tokenizer, which imports transformers and can take seconds). Both return plain data.
+Runs in the app's thread pool (ui/common/tasks.py), never on the GUI thread. Two steps, so the
+first rows show at once: `read_rows` (the data source only) and `apply_template` (loads the
+model's tokenizer, which imports transformers and can take seconds). Both return plain data.
 A tokenizer's own code (model.trust_remote_code) runs only with the permission the session model
 gives once the user trusted it; without one the preview uses the plain template and says why.
+Try it: tests/ui/panels/test_panels.py, tests/ui/panels/test_hub.py.
 """
 
 from __future__ import annotations

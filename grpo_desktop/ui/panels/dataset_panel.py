@@ -5,6 +5,7 @@ Sources: the built-in arithmetic problems, a file, a folder saved with `datasets
 column boxes are filled from the real columns. The preview, the row counts and the held-out split
 are computed off the GUI thread (panels/dataset_jobs.py), only while the panel is visible, and
 refreshed shortly after the settings stop changing.
+Try it: tests/ui/panels/test_panels.py.
 """
 
 from __future__ import annotations

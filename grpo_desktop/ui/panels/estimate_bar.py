@@ -3,6 +3,7 @@ in shades of one colour that says fits (green), tight (amber) or will not fit (r
 with a tooltip that names it and says what it is (texts in `estimate_text.py`).
 
 No knowledge of the session or the engine here: `estimate_view.py` feeds it plain numbers.
+Try it: tests/ui/panels/test_estimate.py.
 """
 
 from __future__ import annotations

@@ -4,13 +4,14 @@ the GUI process never imports torch or transformers for an estimate (no GIL held
 event-loop stalls) and never creates a CUDA context (the probe's device facts are passed on).
 
 `EstimateProcess.request(payload, tag)` starts the child on first use; one request is in the
-child at a time, and of those waiting only the newest is kept (newest wins: an answer to a
-superseded request is dropped). `answered(tag, result, error)` says the newest request's
-answer. A child that dies is restarted once and its request sent again; dying again is a
-one-line error answer (the next request tries afresh). `stop()` (the window's close, or the
-application quitting) closes its input, so it exits, and reaps it.
+child at a time, and of those waiting only the newest is kept (an answer to a superseded request
+is dropped). `answered(tag, result, error)` says the newest request's answer. A child that dies
+is restarted once and its request sent again; dying again is a one-line error answer (the next
+request tries afresh). `stop()` (the window's close, or the application quitting) closes its
+input, so it exits, and reaps it.
 
 It does not compute anything itself or know what the estimate means (estimate_view.py does).
+Try it: tests/ui/panels/test_estimate.py.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ view shows for one estimate (`engine.estimate.fit.estimate_run`'s dict).
 
 Qt-free and engine-free (plain dicts in, strings out), so it is tested on its own; the view
 (`estimate_view.py`) puts the strings in labels, `estimate_bar.py` draws the bar.
+Try it: tests/ui/panels/test_estimate.py.
 """
 
 from __future__ import annotations

@@ -1,20 +1,18 @@
 """The "Will it fit?" estimate under the settings: before Start, the chosen model's parameter
-count (trainable / total), its estimated peak memory split into weights, training state
-(adapters, gradients, optimizer), activations, logits and the sampling KV cache against this
-computer's free GPU memory or RAM, and a rough time per step; when it will not fit (or only
-just), the engine's advice, each with an Apply button that makes that change in the session
-(`SessionModel.set_value`, the edit a form field makes, so the forms and this estimate follow).
+count (trainable / total), its estimated peak memory split into weights, training state,
+activations, logits and the sampling KV cache against this computer's free GPU memory or RAM,
+and a rough time per step; when it will not fit (or only just), the engine's advice, each with an
+Apply button that makes that change in the session (`SessionModel.set_value`, as a form field).
 
-The numbers come from `engine.estimate.fit.estimate_run`, which reads the model's config.json on
-PyTorch's meta device (nothing downloaded or loaded). It runs in a child process
-(`estimate_process.py`: no torch and no CUDA context in this one), against the device the
-window's probe found (waited for when it probes), 300 ms after the last edit of a setting it
-depends on; a newer request supersedes an older one; an error is a one-line note. While a run is in progress the view keeps
-the estimate of the settings the run started with (edits made meanwhile are estimated when it
-ends). It computes nothing while hidden, nor before `start()` when made with `auto=False` (a
-window that probes nothing of this computer: tests, benchmarks).
+The numbers come from `engine.estimate.fit.estimate_run` (the model's config.json on PyTorch's
+meta device: nothing downloaded or loaded), run in a child process (`estimate_process.py`: no
+torch and no CUDA context in this one) against the device the window's probe found, 300 ms after
+the last edit of a setting it depends on; a newer request supersedes an older one; an error is a
+one-line note. While a run is in progress it keeps the estimate of the run's settings. It
+computes nothing while hidden, nor before `start()` when made with `auto=False` (tests, benches).
 
 What it does not do: measure anything itself, or keep Start from starting (it advises).
+Try it: the panel under the settings; tests/ui/panels/test_estimate.py.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""The Hyperparameters panel: the GRPO algorithm and run settings, generated from the config metadata.
+"""The Hyperparameters panel: the GRPO algorithm and run settings, generated from the config
+metadata.
 
-Every field of the `algorithm`, `run` and `alerts` (health alarms) sections gets an editor whose tooltip is its help text;
-presets (GRPO, Dr. GRPO, DAPO, GSPO) set the algorithm fields at once; "Show advanced settings"
-reveals the fields marked advanced; validation messages appear under the field they concern, and
-cross-field problems and risky settings at the top.
+Every field of the `algorithm`, `run` and `alerts` (health alarms) sections gets an editor whose
+tooltip is its help text; presets (GRPO, Dr. GRPO, DAPO, GSPO) set the algorithm fields at once;
+"Show advanced settings" reveals the fields marked advanced; validation messages appear under the
+field they concern, and cross-field problems and risky settings at the top.
+Try it: tests/ui/panels/test_panels.py.
 """
 
 from __future__ import annotations

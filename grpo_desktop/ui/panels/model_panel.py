@@ -4,6 +4,7 @@ what this computer offers (GPU name and VRAM, or CPU and RAM).
 The model box takes a local folder, a hub id or builtin:demo, and lists the models already in the
 local Hugging Face cache (scanned off the GUI thread). 4-bit quantization is disabled, with the
 reason, when the device probe finds no CUDA GPU. Edits go to the session model only.
+Try it: tests/ui/panels/test_panels.py.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """The Reward panel: how answers are scored, and a place to write and test your own checker.
 
 Accuracy and format weights are sliders with spin boxes; when the format weight is at or above the
-accuracy weight a warning explains the reward-hacking trap from the lessons. The custom checker is
-Python (`check(completion, answer, prompt) -> float`) in an editor with line numbers; it is
-compiled as you type (nothing runs) and "Test checker" runs it in a separate process on sample
-completions (the latest rollouts when there are any), showing each score or error and marking the
-line it failed on. "Test on a file…" scores a JSONL file of samples with all these settings and
-shows a table (panels/score_dialog.py), as `grpo-desktop score` does.
+accuracy weight a warning explains the reward-hacking trap (well-formed wrong answers pay). The
+custom checker is Python (`check(completion, answer, prompt) -> float`) in an editor with line
+numbers, compiled as you type (nothing runs); "Test checker" runs it in a separate process on
+sample completions (the latest rollouts when there are any), showing each score or error and
+marking the line it failed on. "Test on a file…" scores a JSONL file of samples with all these
+settings and shows a table (panels/score_dialog.py), as `grpo-desktop score` does.
 
 Checker code that came with a session or settings file from elsewhere and was not trusted yet is
 shown read-only with a note and a Trust button; until then it cannot be tested or trained with.
-Code typed here is the user's own and may run.
+Code typed here is the user's own and may run. Try it: tests/ui/panels/test_panels.py.
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """The Reward panel's "Test on a file…": the reward dry-run of `grpo-desktop score`, with a table.
 
 `ScoreFileRow` is the button (and what it says while busy) that the panel adds: it asks for a
-.jsonl file of samples (`completion`, `answer`, optional `prompt`; see engine/rewards/score_file.py),
-scores it off the GUI thread with the panel's current reward settings (`engine.rewards.score_file`, the
-same code as the CLI) and opens a `ScoreDialog`: one row per sample with the completion (elided,
-full text in the tooltip), the answer as read, the extracted answer, each reward part, the total
-and the reason or checker error, plus a summary line (mean per part, errors). A file that cannot
-be scored gets a message naming its bad lines; nothing here raises into the event loop.
+.jsonl file of samples (`completion`, `answer`, optional `prompt`; engine/rewards/score_file.py),
+scores it off the GUI thread with the panel's current reward settings (the same code as the CLI)
+and opens a `ScoreDialog`: one row per sample with the completion (elided, full text in the
+tooltip), the answer as read, the extracted answer, each reward part, the total and the reason or
+checker error, plus a summary line (mean per part, errors). A file that cannot be scored gets a
+message naming its bad lines; nothing here raises into the event loop.
 
 What this does not do: edit or save samples, or score with a checker that has not been trusted
-(the button is disabled until it is, as "Test checker" is).
+(the button is disabled until it is, as "Test checker" is). Try it: tests/ui/panels/test_score.py.
 """
 
 from __future__ import annotations

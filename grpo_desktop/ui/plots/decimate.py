@@ -3,19 +3,15 @@ buckets per pixel, kept incrementally as steps arrive, and a vectorised debiased
 
 `MinMaxDecimator` splits a series into buckets of k points (k a power of two, so that a bucket
 never changes once complete and a coarser level is made by merging pairs) and keeps, per bucket,
-where its minimum and its maximum are. Both are drawn, in the order they occur, at the bucket's
-centre: a vertical stroke covering what the full curve's zigzag covers in that pixel column, so
-every spike stays visible. The first and last points of the window are always drawn, and a
-window of at most `RAW_PER_PIXEL` points per pixel is drawn as it is. Bands use the "min" (lower
-edge) and "max" (upper edge) modes, so the filled area covers at least what the full band
-covers. `MeanDecimator` averages rows of the heat map the same way.
+where its minimum and its maximum are; both are drawn, in the order they occur, at the bucket's
+centre, so every spike stays visible. The first and last points of the window are always drawn,
+and a window of at most `RAW_PER_PIXEL` points per pixel is drawn as it is. Bands use the "min"
+and "max" modes, so the filled area covers at least what the full band covers. `MeanDecimator`
+averages rows of the heat map the same way. `ema(values, weight, state, count)` is TensorBoard's
+debiased exponential smoothing, NaN-aware, in numpy.
 
-`ema(values, weight, state, count)` is TensorBoard's debiased exponential smoothing, NaN-aware,
-computed with numpy (a weight change recomputes 10,000 points in a few milliseconds).
-
-Pure numpy; no Qt. Try it:
-    python -c "import numpy as np; from grpo_desktop.ui.plots.decimate import MinMaxDecimator; \
-y = np.random.randn(10_000); print(len(MinMaxDecimator()(np.arange(10_000.), y, 300)[0]))"
+Pure numpy; no Qt. Try it: tests/ui/plots/test_plot_decimate.py, or
+    python -c "import numpy as np; from grpo_desktop.ui.plots.decimate import MinMaxDecimator; y = np.random.randn(10_000); print(len(MinMaxDecimator()(np.arange(10_000.), y, 300)[0]))"
 """
 
 from __future__ import annotations

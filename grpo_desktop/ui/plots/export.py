@@ -3,6 +3,7 @@
 Renders the plot's rectangle of the shared pyqtgraph scene with QPainter: pyqtgraph's own SVG
 exporter cannot parse the paths Qt 6.12 writes, and its PNG exporter would need a second code
 path. The CSV export of the history lives in the session layer (`RunHistory.write_csv`).
+Try it: right-click a plot, Save as PNG…; tests/ui/plots/test_plots_long.py.
 """
 
 from __future__ import annotations

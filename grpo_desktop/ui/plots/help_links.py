@@ -3,8 +3,9 @@ the mouse is over (so F1 there opens that plot's entry).
 
 The link is part of the title's rich text (`kit.set_title` puts it before the title at every
 change of the title, such as the series key, and keeps `titleLabel.text` the title alone): its
-text item gets LinksAccessibleByMouse, so a click on the "?" activates the link (and claims the mouse, so it
-does not also open a step's rollouts). Anchors are help/topics.py's `plot-<name>`.
+text item gets LinksAccessibleByMouse, so a click on the "?" activates the link (and claims the
+mouse, so it does not also open a step's rollouts). Anchors are help/topics.py's `plot-<name>`.
+Try it: tests/ui/help/test_help.py.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ inside them, not at every step. The heat map's columns are kept incrementally
 of all their rollouts, so a long run reads as the density it is.
 
 Reads a `RunHistory`; pyqtgraph items only, laid out by view.py.
+Try it: tests/ui/plots/test_plot_decimate.py.
 """
 
 from __future__ import annotations

@@ -1,22 +1,18 @@
 """Building blocks of the live plots: colours, EMA smoothing with a cache, one step plot, and
 what keeps a repaint cheap.
 
-`StepPlot` wraps a pyqtgraph PlotItem whose x axis is the training step: it holds one
-PlotDataItem per series and optional bands (a filled outline between two hidden curves), reads
-its data from a `RunHistory` and redraws with `setData` only when asked (the view's timer) and
-only the curves whose data, smoothing, visible window or width changed (`Curve`). What a curve
-draws is decimated to one or two min/max buckets per pixel (`plots.decimate`), kept
-incrementally, so a redraw costs about the same with 1,000 or 100,000 steps; pyqtgraph's own
-per-call downsampling and clipping are off. `Smoother` applies TensorBoard-style debiased
-exponential smoothing, computing only the points added since the last redraw.
+`StepPlot` wraps a pyqtgraph PlotItem whose x axis is the training step: one PlotDataItem per
+series and optional bands (a filled outline between two hidden curves), read from a `RunHistory`
+and redrawn with `setData` only when asked (the view's timer) and only where the data, smoothing,
+visible window or width changed (`Curve`), decimated to the pixels (`plots.decimate`).
+`Smoother` applies TensorBoard-style debiased exponential smoothing, computing only the points
+added since the last redraw. For a cheap repaint `ClippedAxis` paints its grid with a clip
+rectangle, `cache_static` keeps axes and titles as pixmaps (`uncached` for exports),
+`follow_range` moves the x range in jumps, and `Curve._draw` drops antialiasing, dashes and wide
+pens where a curve is too dense to show them (the figures: bench/README.md, gui_latency.py).
 
-Paint speed, measured with 10,000 steps (bench/gui_latency.py): `ClippedAxis` paints its grid
-with a clip rectangle (Qt draws lines far faster with one), `cache_static` keeps axes and titles
-as pixmaps (`uncached` turns that off for exports), `follow_range` moves the x range in jumps so
-the axes are not laid out again at every step, and `Curve._draw` drops antialiasing, dashes and
-wide pens where a curve is too dense to show them.
-
-No Qt widgets here beyond pyqtgraph items; the layout is in view.py.
+No Qt widgets here beyond pyqtgraph items; the layout is in view.py. Try it:
+tests/ui/plots/test_plots_long.py.
 """
 
 from __future__ import annotations
@@ -158,9 +154,7 @@ class Curve:
         designed. A denser one is drawn without antialiasing or dashes (invisible there), and,
         when it is a scribble (noisy data: its strokes climb more than SCRIBBLE_TRAVEL times the
         plot's width in total), with a 1 px pen: its one-pixel columns then fill the same band a
-        wide pen fills. Measured (bench/gui_latency.py): antialiasing the 14 curves costs 15–25 ms
-        per repaint with 300 to 3,000 steps; with 10,000 steps the reward parts' dashes cost 4 ms
-        and wide pens on the noisy curves 4 ms."""
+        wide pen fills. What each costs: bench/README.md (gui_latency.py)."""
         pen = self.item.opts["pen"]
         sparse = len(x) <= ANTIALIAS_MAX_PER_PIXEL * width
         if pen is not None and pen.style() != Qt.PenStyle.NoPen:
@@ -416,8 +410,8 @@ def sticky_range(lo: float, hi: float, current: tuple[float, float]) -> tuple[fl
 
 class ClippedAxis(pg.AxisItem):
     """An axis (and its grid lines) painted with a clip rectangle around it: Qt's raster engine
-    draws lines about 20× faster with a clip set than with none, and a full repaint of the view
-    paints with none (measured: 0.7 → 0.04 ms per axis with its grid). Same pixels."""
+    draws lines far faster with a clip set than with none, and a full repaint of the view paints
+    with none (the figures: bench/README.md, gui_latency.py). Same pixels."""
 
     def paint(self, p, opt, widget) -> None:
         p.save()
@@ -438,7 +432,7 @@ STATIC_CACHE = QGraphicsItem.CacheMode.DeviceCoordinateCache
 
 def cache_static(plot: pg.PlotItem) -> None:
     """Keep what rarely changes (the axes with their grid, the title) as pixmaps, so a repaint
-    blits them instead of replaying their text (about 1 ms of the 10,000-step repaint)."""
+    blits them instead of replaying their text."""
     for name in ("left", "bottom"):
         plot.getAxis(name).setCacheMode(STATIC_CACHE)
     plot.titleLabel.item.setCacheMode(STATIC_CACHE)

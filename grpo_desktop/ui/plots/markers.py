@@ -3,9 +3,9 @@ of each alert, on the plots that show what went wrong (reward hacking on Reward 
 accuracy, no signal on No-signal groups, truncation and the checker on Truncated, and so on).
 
 Drawn from the history's alerts (`RunHistory.alerts`), so a reopened session shows them too. The
-lines ignore the plots' data bounds (they never change a range); their labels have a light fill so
-they stay readable over a curve. A kind raised at many steps
-(the checker's time-outs) gets a line for its first few only.
+lines ignore the plots' data bounds (they never change a range); their labels have a light fill
+so they stay readable over a curve. A kind raised at many steps (the checker's time-outs) gets a
+line for its first few only. Try it: tests/ui/run/test_alarms.py.
 """
 
 from __future__ import annotations

@@ -6,14 +6,13 @@ One GraphicsLayoutWidget holds every plot; the step plots share (link) their x a
 is one PlotDataItem updated with `setData` by a 10 Hz timer only when the history changed, so a
 burst of events costs one redraw; a new step reaches the plots a few at a time over the next
 ticks (a short stall each instead of one long one), a new run all at once. Curves draw their
-data decimated to the pixels (kit, decimate): with 10,000 steps a full redraw takes
-about 8 ms of CPU (bench/gui_latency.py). Hovering shows the exact values at that step and a
-cursor line on every plot; clicking a point asks the session model to show that step's
-rollouts; right-click a plot to save it as PNG or SVG. The smoothing slider applies a debiased
-EMA to the curves. A dashed, labelled line marks each health alarm's step on the plots it concerns
-(markers.py).
+data decimated to the pixels (kit.py, decimate.py). Hovering shows the exact values at that
+step and a cursor line on every plot; clicking a point asks the session model to show that
+step's rollouts; right-click a plot to save it as PNG or SVG. The smoothing slider applies a
+debiased EMA; a dashed, labelled line marks each health alarm's step (markers.py).
 
 Reads only the session model's `RunHistory`; never touches the worker or other panels.
+Try it: tests/ui/plots/test_plots_long.py; `python bench/gui_latency.py` times the redraw.
 """
 
 from __future__ import annotations

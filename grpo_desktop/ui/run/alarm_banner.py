@@ -1,15 +1,16 @@
 """Alarm banners above the plots: one per alert kind the run raised, saying what it means, what
 to try, and "Dismiss for this run".
 
-The engine raises each health alarm once per run (engine/health/monitors.py); the checker's alerts may
-repeat, and then the kind's banner is updated in place instead of stacking. Dismissing a banner
-silences its kind until a new run starts from step 0 (continuing the same run keeps it silent).
-Opening a session shows the banners of its saved alerts again. Titles and explanations come from
-engine/alarm_kinds.py (the explanation is the banner's tooltip; Help uses the same text, and
-"What does this mean?" asks for the kind's Help entry through `help_requested`). The
-log line and the status bar message are written elsewhere (run/log_view.py, main_window.py).
+The engine raises each health alarm once per run (engine/health/monitors.py); the checker's
+alerts may repeat, and then the kind's banner is updated in place instead of stacking.
+Dismissing a banner silences its kind until a new run starts from step 0 (continuing the same
+run keeps it silent). Opening a session shows the banners of its saved alerts again. Titles and
+explanations come from engine/alarm_kinds.py (the explanation is the banner's tooltip; Help uses
+the same text, and "What does this mean?" asks for the kind's Help entry through
+`help_requested`). The log line and the status bar message are written elsewhere.
 
 Reads the session model only: `alert_raised`, `run_started`, `session_replaced`, `history.alerts`.
+Try it: tests/ui/run/test_alarms.py.
 """
 
 from __future__ import annotations

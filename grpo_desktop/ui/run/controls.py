@@ -3,9 +3,10 @@ and a progress bar with ETA.
 
 `RunControls` owns the QActions (the window puts them in its toolbar and Run menu) and follows
 the run state from the session model: what is enabled, what Pause says, whether Start continues
-the session's stopped or interrupted run ("Continue"), what the progress bar shows ("step 12 / 30
-· 0:42 left"). Start and Start over only ask the window (`start_requested`, `start_over_requested`),
-which may refuse (invalid settings, an untrusted checker) and shows why.
+the session's stopped or interrupted run ("Continue"), what the progress bar shows ("step 12 /
+30 · 0:42 left"). Start and Start over only ask the window (`start_requested`,
+`start_over_requested`), which may refuse (invalid settings, an untrusted checker) and shows why.
+Try it: tests/ui/test_newcomer.py, tests/ui/session/test_session.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """The run log: what the engine reported, in words — start, evaluations, teaching hints, warnings,
 checkpoints and the end of the run. Read-only, bounded to the last few thousand lines.
+
+Try it: the Log dock during a run; tests/ui/run/test_alarms.py, tests/ui/test_window.py.
 """
 
 from __future__ import annotations

@@ -3,16 +3,16 @@ with its unsaved-changes mark, autosave of edits, crash markers and recovery, an
 questions for code that came from elsewhere: a custom checker, and a model's own code
 (model.trust_remote_code, asked on opening and again before Start or Continue).
 
-A window always holds a session. At launch it is an untitled one in the user's data folder
-(`recovery.untitled_path()`), so training always has a run folder; Save on an untitled session
-acts as Save As (which copies the run). Edits are autosaved to `session.autosave.json` two
-seconds after the last change (never over session.json); opening a session with a newer autosave
-asks whether to restore it. While a window holds a session it leaves a crash marker; a clean
-close removes it, and the next launch offers to reopen the sessions of windows that died.
-Untitled sessions without a run are deleted when closed; those with a run are kept and listed in
-Open Recent. Recent files live in QSettings, the window layout of a session in its `layout`.
+A window always holds a session: at launch an untitled one in the user's data folder, so
+training always has a run folder; Save on it acts as Save As (which copies the run). Edits are
+autosaved to `session.autosave.json` two seconds after the last change (never over
+session.json); opening a session with a newer autosave asks whether to restore it. A window
+holding a session leaves a crash marker, which a clean close removes; the next launch offers to
+reopen the sessions of windows that died. Untitled sessions without a run are deleted when
+closed. Recent files live in QSettings, the window layout of a session in its `layout`.
 
 Every question goes through an `ask_*` method so tests (and scripted runs) can answer it.
+Try it: tests/ui/session/test_session.py, tests/ui/session/test_unsaved.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ reopen sessions after a crash, start over on a session that already holds a run.
 
 Each is a small function or dialog returning the answer; `SessionController` calls them through
 its own `ask_*` methods, which tests replace (or answer through `QApplication.activeModalWidget`).
-No file access here.
+No file access here. Try it: tests/ui/session/test_session.py.
 """
 
 from __future__ import annotations

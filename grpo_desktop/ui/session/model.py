@@ -6,13 +6,12 @@ controls call `start` / `pause` / `resume` / `stop`. Events from the training th
 to the Qt-free `RunHistory` (session layer) and re-emitted as typed signals; plots redraw from the
 history on their own timer.
 
-The model holds one `SessionDocument` (session layer) at a time: training writes into its run
-folder, `load_document` swaps in another session with the history replayed from its events.jsonl
-(`session_replaced`), and `dirty` says whether the config differs from what was last saved. It
-also knows whether the custom checker may run: code typed here may, code that came in a file only
-once the user trusted it (`TrustStore`, by content hash).
-
-What this is not: file dialogs, menus, autosave timers (`SessionController`) or layout.
+It holds one `SessionDocument` at a time: training writes into its run folder, `load_document`
+swaps in another session with the history replayed from its events.jsonl (`session_replaced`),
+and `dirty` says whether the config differs from what was last saved. It also knows whether the
+custom checker may run: code typed here may, code that came in a file only once the user
+trusted it (`TrustStore`, by content hash). Not here: file dialogs, menus, autosave timers
+(`SessionController`) or layout. Try it: tests/ui/session/test_session.py.
 """
 
 from __future__ import annotations

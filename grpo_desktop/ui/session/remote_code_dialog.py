@@ -6,6 +6,7 @@ whether it may run; "Keep off" is the default button, so Enter never runs code b
 session controller asks it (through its `ask_model_code`) when a session or settings file with
 such code is opened, and again before Start or Continue while the code is untrusted. No file
 writes here; the answer is remembered by the session model's TrustStore.
+Try it: tests/ui/test_hazards.py.
 """
 
 from __future__ import annotations

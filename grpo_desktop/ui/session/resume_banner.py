@@ -4,7 +4,7 @@ training picks up, and the two ways on (Continue training, Start over).
 Visible only while no run is active and the session model says the run can continue (stopped,
 failed after some steps or interrupted; completed but the settings ask for more steps). The
 buttons trigger the run controls' actions, so the banner, the toolbar and the Run menu behave
-the same.
+the same. Try it: tests/ui/session/test_session.py.
 """
 
 from __future__ import annotations

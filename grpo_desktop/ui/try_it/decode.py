@@ -2,7 +2,8 @@
 
 Two rows, so the tab stays narrow: greedy / sampled and the token limit (plus whatever the view
 adds at its end: the gold answer), then the sampling knobs, on only when sampling. `values()`
-is the plain dict engine/try_model.TrySettings is made from in the job's thread.
+is the plain dict engine/variants/try_model.py's `TrySettings` is made from in the job's thread.
+Try it: tests/ui/try_it/test_try.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One answer pane of the Try tab: a title (or a checkpoint picker), a status line, the answer.
 
 The pane only shows what it is given (`show_status`, `show_streaming`, `show_result`); the view
-decides what runs. Rendering is render.py's.
+decides what runs. Rendering is render.py's. Try it: tests/ui/try_it/test_try.py.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """The Try tab's problem picker: the run's held-out or training problems, with the gold answer.
 
 `list_for(cfg)` lists the problems of the chosen source for those settings in the app's thread
-pool (engine/try_model.problem_choices: loading a dataset can take a while and imports the
-engine), newest request winning; a list that cannot be made is reported through `failed`.
-Choosing a problem emits `picked(problem dict)`; `unpick()` (the prompt was edited) goes back to
-"your own prompt" without a gold answer. The view puts `gold_label` where it likes.
+pool (engine/variants/try_model.py `problem_choices`: loading a dataset can take a while and
+imports the engine), newest request winning; a list that cannot be made is reported through
+`failed`. Choosing a problem emits `picked(problem dict)`; `unpick()` (the prompt was edited)
+goes back to "your own prompt" without a gold answer. The view puts `gold_label` where it likes.
+Try it: tests/ui/try_it/test_try.py.
 """
 
 from __future__ import annotations

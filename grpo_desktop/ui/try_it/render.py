@@ -1,11 +1,12 @@
 """What an answer pane of the Try tab shows, as HTML: each sample's text and its score.
 
-`answer_html(result, weights)` renders a finished answer (engine/try_model.answer_prompt's dict):
-per sample a header (the total reward and each part: accuracy ✓/✗ or "not scored", format,
-custom checker, the answer the checker read, why it scored 0, a checker error) above the text
-with its think and answer blocks highlighted; the result's notes below. `streaming_html(texts)`
-renders the texts still being decoded. `score_summary(score)` is the header as plain text.
-Pure functions; no widgets.
+`answer_html(result, weights)` renders a finished answer (the dict of
+engine/variants/try_model.py's `answer_prompt`): per sample a header (the total reward and each
+part: accuracy ✓/✗ or "not scored", format, custom checker, the answer the checker read, why it
+scored 0, a checker error) above the text with its think and answer blocks highlighted; the
+result's notes below. `streaming_html(texts)` renders the texts still being decoded.
+`score_summary(score)` is the header as plain text. Pure functions; no widgets.
+Try it: tests/ui/try_it/test_try.py.
 """
 
 from __future__ import annotations

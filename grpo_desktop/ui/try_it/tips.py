@@ -1,4 +1,8 @@
-"""The Try tab's tooltips and notes, in one place (plain text; the view wraps them)."""
+"""The Try tab's tooltips and notes, in one place (plain text; the view wraps them).
+
+Kept apart so view.py stays about layout and the tests compare against the same strings
+(tests/ui/try_it/test_try.py).
+"""
 
 from __future__ import annotations
 

@@ -2,21 +2,17 @@
 
 Type a prompt or pick one of the run's held-out or training problems (its gold answer shown);
 Generate (Ctrl+Return) answers it with the base model on the left and the chosen checkpoint on
-the right (the newest by default), greedy or sampled (temperature, top-p, several samples),
-tokens streaming in; Stop (Esc) ends the decode after the current token. Each answer is scored
-with the run's rewards, parts shown. The prompt is built as training built it (the run's system
-prompt and chat template).
-
-The work runs in `TryRunner`'s thread (worker.py); the model is loaded on the first Generate and
-kept until the session or run changes or training starts (the trainer then needs the memory).
-While training runs, Generate is off and a note says why; before the session has trained, the
-base model answers alone. A TRL output_dir shown read-only (File ▸ Open Run Folder…) offers its
-checkpoint-N folders and final model over the base model its adapters name, with the settings
-engine/variants/trl_config.py builds for it; the note says what they assume. Errors show in the tab's
-message bar, never as tracebacks.
+the right (the newest by default), greedy or sampled, tokens streaming in; Stop (Esc) ends the
+decode after the current token. Each answer is scored with the run's rewards, parts shown; the
+prompt is built as training built it (the run's system prompt and chat template). The work runs
+in `TryRunner`'s thread (worker.py), which keeps the model between Generates until the session
+or run changes or training starts. While training runs, Generate is off and a note says why;
+before the session has trained, the base model answers alone. A TRL output_dir shown read-only
+offers its checkpoint-N folders and final model, with the settings engine/variants/trl_config.py
+builds for it. Errors show in the tab's message bar, never as tracebacks.
 
 Reads the session through `SessionModel` only. Does not train, compare many problems (the
-Compare tab) or export.
+Compare tab) or export. Try it: the Try tab; tests/ui/try_it/test_try.py.
 """
 
 from __future__ import annotations

@@ -1,19 +1,17 @@
 """The Try tab's background work: load the model once, answer a prompt with each side's variant.
 
-`TryRunner.start(request)` runs one job in its own QThread: it reads the config to try with (the
-run's config.json, or the session's settings before any run), loads `ModelVariants` when the
-run, its settings or its checkpoints differ from what is held (else reuses it: one copy of the
-base weights, kept between jobs), then answers the prompt with each requested variant in turn
-(`engine/try_model.answer_prompt`), streaming each side's text. `stop()` sets a threading.Event
-that the decode loop checks after every token (a queued slot would not run while the job is
-busy). The thread ends with each job, so no thread idles between Generates; the loaded model
-stays in the runner until `release()` (the session or run changed, or training starts and
-needs the memory) or `close()`.
-
-Signals carry plain data only (str, lists of str, result dicts). torch and the engine are
-imported in the job's thread, never in the GUI thread.
+`TryRunner.start(request)` (a `JobRunner`, ui/common/job_thread.py) runs one job in its own
+QThread: it reads the config to try with (the run's config.json, or the session's settings
+before any run), loads `ModelVariants` when the run, its settings or its checkpoints differ from
+what is held (else reuses it: one copy of the base weights), then answers the prompt with each
+requested variant in turn (engine/variants/try_model.py `answer_prompt`), streaming each side's
+text. `stop()` sets a threading.Event the decode loop checks after every token. The thread ends
+with each job; the loaded model stays until `release()` (the session or run changed, or
+training needs the memory) or `close()`. Signals carry plain data only; torch and the engine
+are imported in the job's thread, never in the GUI thread.
 
 What this is not: the view (view.py) or the generation itself (engine/variants/try_model.py).
+Try it: tests/ui/try_it/test_try.py.
 """
 
 from __future__ import annotations
