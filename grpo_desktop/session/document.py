@@ -2,20 +2,16 @@
 
     NAME.grpo/
       session.json     schema_version, name, the config, the window layout, the run's relative path
-      run/             the engine's run folder, written by the trainer as it trains:
-        config.json      the config the run was started with
-        events.jsonl     every event, appended: metrics history, every rollout, evals, logs
-        checkpoints/     step-NNNNNNNN/ with the adapter (safetensors), optimizer, RNG, data position
+      run/             the engine's run folder: config.json, events.jsonl, checkpoints/step-N/
 
-Why a folder: it moves, copies and zips as one thing; every part is readable by other tools
-(JSON, JSONL, safetensors, no pickles); and saving a large run is cheap because the history is the
-engine's append-only event log — saving rewrites only the small session.json. Paths inside are
-relative, so a moved session still opens.
+A folder moves, copies and zips as one thing, every part is readable by other tools (JSON, JSONL,
+safetensors, no pickles), and saving a large run rewrites only session.json, since the history is
+the engine's append-only event log. Paths inside are relative, so a moved session still opens.
+Opening never writes: a damaged or non-UTF-8 file, a field of the wrong type, a newer schema or a
+missing run folder raises SessionError naming the file and the problem. Older schemas are
+migrated in memory and written in the current schema on the next save.
 
-Opening never writes: a corrupt file, one that is not UTF-8, a field of the wrong type
-(`"created": "yesterday"`), a newer schema or a missing run folder raises SessionError with a
-message that names the file and the problem, and nothing on disk changes. Older schemas are
-upgraded in memory by sequential migrations and written in the current schema on the next save.
+    python -c "from grpo_desktop.session.document import *; print(load_session('my-run.grpo'))"
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 `atomic_write_text` writes a temporary file beside the target, fsyncs it, renames it over the
 target (atomic on POSIX and Windows) and fsyncs the folder, so a crash or a full disk mid-write
 never leaves a half-written file in place of a good one. Pure Python, no Qt, no torch.
+
+    python -c "from grpo_desktop.session.fsio import atomic_write_text as w; w('/tmp/x.txt', 'hi')"
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """The history of one training run, built from the engine's events: metrics, evals, logs, rollouts.
 
 `RunHistory.append(event)` takes the engine's events (or their JSON dicts) in order and returns
-what changed. It keeps:
-- per-step metrics as growing numpy columns (NaN where a step lacks a metric), so a plot of
-  10,000 steps reads one array view without copying;
-- each step's advantage histogram (the heat map over steps is computed on one common range);
-- held-out evaluations, log messages, checkpoints, the run's start and end;
-- every rollout through `RolloutStore` (bounded memory, older steps paged from `events.jsonl`).
-
-A resumed run's `run_started` (start_step s) supersedes everything logged after step s, as in the
-engine's `events.jsonl`. `RunHistory.from_events_file(path)` replays a saved run the same way, so
-a session can be persisted append-only as the engine's own events file.
-
+what changed; `RunHistory.from_events_file(path)` replays a saved run, so a session persists
+append-only as the engine's own events file. Metrics are growing numpy columns (a plot of 10,000
+steps reads one array view), rollouts go through `RolloutStore` (bounded memory). A resumed run's
+`run_started` supersedes everything logged after its start step, as in `events.jsonl`.
 Pure Python plus numpy: no Qt, no torch. Not thread-safe; the GUI thread owns it.
 
-Try it:  python -c "from grpo_desktop.session.history import RunHistory; \
-h = RunHistory.from_events_file('runs/demo/events.jsonl'); print(h.last_step, h.metric('reward'))"
+    python -c "from grpo_desktop.session.history import RunHistory as H;
+    h = H.from_events_file('runs/demo/events.jsonl'); print(h.last_step, h.metric('reward'))"
 """
 
 from __future__ import annotations
@@ -174,7 +167,10 @@ def _number(value: Any) -> float | None:
 
 
 class RunHistory:
-    """Everything one run reported, in step order. See the module docstring."""
+    """Everything one run reported, in step order: per-step metrics as numpy columns (NaN where
+    a step lacks a metric), each step's advantage histogram (the heat map over steps uses one
+    common range), held-out evaluations, log messages, checkpoints, the run's start and end, and
+    every rollout through `RolloutStore` (older steps paged from `events.jsonl`)."""
 
     def __init__(self, max_rollout_rows: int = DEFAULT_MAX_ROWS, events_path: str | None = None):
         self.rollouts = RolloutStore(max_rollout_rows, events_path)

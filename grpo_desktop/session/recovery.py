@@ -1,17 +1,14 @@
 """Autosave and crash recovery: unsaved edits survive a crash, saved work is never overwritten.
 
-- Edits are autosaved (debounced by the GUI) to `session.autosave.json` inside the bundle, never to
-  session.json: only an explicit Save replaces the saved version. Opening a session whose autosave
-  is newer offers to restore it.
-- Training needs no autosave: the trainer appends every event to the run's events.jsonl and writes
-  checkpoints as it goes (resume from the last one).
-- Every window that has a session open leaves a marker (session path + process id) in the user's
-  data folder and removes it on a clean close. A marker whose process is gone means a crash: the
-  next launch offers to reopen those sessions.
-- Sessions that were never saved live in the data folder's `untitled/`, so they survive too.
+Edits are autosaved (debounced by the GUI) to `session.autosave.json` inside the bundle, never to
+session.json, and a newer autosave is offered on opening. Training needs none: the trainer
+appends every event and writes checkpoints as it goes. Each window with a session open leaves a
+marker (session path, process id) in the user's data folder and removes it on a clean close; a
+marker whose process is gone means a crash, and the next launch offers to reopen the session.
+Never-saved sessions live in the data folder's `untitled/`, so they survive too.
 
 Data folder: GRPO_DESKTOP_DATA_DIR, else XDG_DATA_HOME or ~/.local/share, then grpo-desktop.
-Pure Python, no Qt.
+Pure Python, no Qt. Try: open a session in the app, kill it, start it again.
 """
 
 from __future__ import annotations

@@ -1,18 +1,14 @@
-"""Every rollout of a run, with bounded memory: the newest steps in memory, older ones paged from disk.
+"""Every rollout of a run in bounded memory: the newest steps held, older ones paged from disk.
 
-`RolloutStore.add(step, rows)` keeps whole steps in memory until more than `max_rows` rows are
-held, then forgets the oldest steps. A forgotten step can still be read with `get(step)` when the
-run's `events.jsonl` is known (the engine appends every `rollouts` event to it): the file is
-indexed lazily, by the byte offset of each step's `rollouts` line, and only that line is parsed.
-Without an events file (a fake run in a test, a run without a folder) forgotten steps are gone,
-and `forgotten` says how many rows that was, unless a `loader` reads them from elsewhere (a TRL
-run's completions parquet files, session/trl_run.py).
-
+`RolloutStore.add(step, rows)` keeps whole steps until more than `max_rows` rows are held, then
+forgets the oldest. `get(step)` still reads a forgotten step when the run's `events.jsonl` is
+known: the file is indexed lazily by the byte offset of each step's `rollouts` line, and only
+that line is parsed. Without an events file forgotten steps are gone (`forgotten` counts their
+rows) unless a `loader` reads them elsewhere (a TRL run's parquet files, session/trl_run.py).
 Pure Python: no Qt, no torch. Not thread-safe; the GUI thread owns it.
 
-Try it:
-    python -c "from grpo_desktop.session.rollouts import RolloutStore as S; s = S(max_rows=4); \
-[s.add(k, [{'reward': k}] * 2) for k in (1, 2, 3)]; print(s.steps_in_memory, s.get(1))"
+    python -c "from grpo_desktop.session.rollouts import RolloutStore as S; s = S(max_rows=4);
+    [s.add(k, [{'reward': k}] * 2) for k in (1, 2, 3)]; print(s.steps_in_memory, s.get(1))"
 """
 
 from __future__ import annotations

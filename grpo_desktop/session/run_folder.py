@@ -8,7 +8,7 @@ Two kinds are recognised (a session bundle, NAME.grpo, is opened as a session in
   lines appended to events.jsonl since the last poll (a line being written waits for the next).
 
 Both readers have `poll() -> list[Event]` and `events_path` (the file older rollouts are paged
-from, or None). Neither writes anything. No Qt, no torch.
+from, or None). Neither writes anything. No Qt, no torch. Try: `grpo-desktop open RUN_DIR`.
 """
 
 from __future__ import annotations

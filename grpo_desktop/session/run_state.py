@@ -1,22 +1,12 @@
 """Where a session's run stands, and whether "Continue training" makes sense.
 
 `run_state(history, run_dir)` reads the replayed event log and the checkpoints folder (no torch)
-and says how the run ended — completed, stopped, failed, or interrupted (the log just stops: the
-app or the computer died) — its last logged step and the step of its newest whole checkpoint.
-`can_continue(state, max_steps)` is the rule the window and the CLI share:
+and says how the run ended (completed, stopped, failed, or interrupted: the log just stops), its
+last logged step and its newest whole checkpoint; `can_continue(state, max_steps)` is the rule
+the window and the CLI share, and `describe` says it in words. `clear_run(run_dir)` removes what
+a run wrote, and nothing else, before a fresh start. Pure Python: no Qt, no torch.
 
-- a run that was stopped, failed after some steps, or was interrupted continues from its newest
-  checkpoint (the engine restores step count, LR schedule, data order and RNG, and trims the log so
-  each step appears once); with no checkpoint yet it starts again from step 0;
-- a completed run continues only when the settings now ask for more steps than it ran;
-- a run that never logged a step (e.g. a wrong model path) has nothing to continue.
-
-A checkpoint that is cut short or damaged does not count: Continue picks up from the newest whole
-one, and `describe` says which was skipped and why (the engine checks again when it resumes).
-
-`clear_run(run_dir)` removes what a run wrote (its events, config, checkpoints and temporary
-files, by the names the trainer gives them) before a fresh start, and nothing else.
-Pure Python: no Qt, no torch.
+    grpo-desktop train my-run.grpo --resume --steps 60   (continues where the state allows)
 """
 
 from __future__ import annotations
@@ -70,7 +60,12 @@ def run_state(history: RunHistory, run_dir: str | None) -> RunState:
 
 
 def can_continue(state: RunState, max_steps: int) -> bool:
-    """Whether training this run further makes sense; see the module docstring."""
+    """Whether training this run further makes sense. A run that was stopped, failed after some
+    steps, or was interrupted continues from its newest whole checkpoint (the engine restores
+    step count, LR schedule, data order and RNG, and trims the log so each step appears once),
+    or from step 0 with none; a cut-short or damaged checkpoint does not count. A completed run
+    continues only when the settings now ask for more steps than it ran; a run that never
+    logged a step (a wrong model path) has nothing to continue."""
     if state.status == NONE or not state.has_steps:
         return False
     if state.status == COMPLETED:

@@ -1,24 +1,16 @@
 """A TRL run's completion logs (`completions/completions_NNNNN.parquet`) as the app's rollout rows.
 
 With `log_completions=True`, TRL 1.16's `GRPOTrainer.log` writes one parquet file per logging
-step, `OUTPUT_DIR/completions/completions_{global_step:05d}.parquet`, with the columns
+step, one row per completion of the last generation batch, with the columns
 
     step, prompt, completion, <one column per reward function>, <extra logged columns>, advantage
 
-one row per completion of the last generation batch, each prompt's G completions next to each
-other. A prompt and a completion are strings, or message lists ({role, content}) for a
-conversational dataset (shown question first, then the system prompt: `prompt_text`). A reward function that could not score an answer (None) is NaN.
+`read_completions(path, reward_names)` turns one into (step, prompts, rows) in the shape of the
+app's `Rollouts` event; `fit_weights` works the reward weights out of the log history. Needs
+pyarrow (imported on first use); no Qt, no torch.
 
-`read_completions(path, reward_names)` gives (step, prompts, rows) in the shape of the app's
-`Rollouts` event: each group's prompt once, rows with group, completion, rewards ({name: value
-| None}), reward and advantage. What TRL does not write stays out: the completion's token
-length, whether it was cut off, the reference answer (unless a column named answer or solution
-was logged; a column named extracted, as the app's exported TRL projects log, is the answer the
-checker read; one named reasons, "name: why; …", the row's reasons), and the reward weights:
-`reward` is the sum of the parts that scored, each times its weight in `weights` (worked out from
-the log history by `fit_weights`; 1 when not known, TRL's default; None when no part scored).
-Other extra columns become the row's `reasons`, so the inspector shows them. Groups are runs of the same prompt. Needs pyarrow
-(imported on first use); no Qt, no torch.
+    python -c "from grpo_desktop.session.trl_completions import read_completions as r;
+    print(r('OUTPUT_DIR/completions/completions_00001.parquet')[2][0])"
 """
 
 from __future__ import annotations
@@ -95,7 +87,18 @@ def read_completions(
     path: str, reward_names: set[str] | None = None, weights: dict[str, float] | None = None
 ) -> tuple[int, list[str], list[dict]]:
     """(step, each group's prompt, rows) of one completions file; raises OSError or ValueError
-    (pyarrow's errors are ValueErrors) for a file that cannot be read, e.g. one being written."""
+    (pyarrow's errors are ValueErrors) for a file that cannot be read, e.g. one being written.
+
+    Groups are runs of the same prompt (TRL writes each prompt's G completions together). A
+    prompt or completion is a string, or a message list ({role, content}) for a conversational
+    dataset (shown question first, then the system prompt: `prompt_text`). Rows hold group,
+    completion, rewards ({name: value | None}; NaN, a function that could not score, is None),
+    reward and advantage. `reward` is the sum of the parts that scored, each times its weight in
+    `weights` (1 when not known, TRL's default; None when no part scored). What TRL does not
+    write stays out: token length, cut-off, reward weights, and the reference answer unless a
+    column named answer, solution or ground_truth was logged. A column named extracted (as the
+    app's exported TRL projects log) is the answer the checker read; one named reasons ("name:
+    why; …") and any other extra column become the row's `reasons`, shown by the inspector."""
     import pyarrow.parquet as pq
 
     table = pq.ParquetFile(path).read()  # (read_table's dataset layer costs 2x on small files)

@@ -1,34 +1,16 @@
 """Follow a TRL `GRPOTrainer` output_dir as the app's events, read-only: plots, rollouts, alarms.
 
+So a run trained with TRL can be watched in the app as if it were its own: a poll turns the newest
+log history (session/trl_state.py) into `StepMetrics`, each new completions file
+(session/trl_completions.py) into `Rollouts`, TRL's end-of-training entry into `RunFinished`, and
+all of it into the health alarms. Never writes into the folder, and invents nothing TRL does not
+record (no held-out accuracy, no token lengths or truncation). No Qt, no torch.
+
     reader = TrlRunReader("OUTPUT_DIR")
     events = reader.poll()        # the run so far: run_started, rollouts, step, alert, …
-    ...                           # later, while TRL keeps writing
-    events = reader.poll()        # only what is new since the last poll
+    events = reader.poll()        # later, while TRL keeps writing: only what is new
 
-`is_trl_run(folder)` recognises an output_dir: a `trainer_state.json` at the top or in a
-`checkpoint-N/` folder, or `completions/completions_NNNNN.parquet` files. A poll turns
-
-- the newest log history (the top-level trainer_state.json, else the newest checkpoint's, the
-  one with the most steps: session/trl_state.py) into `StepMetrics` for each step not seen yet,
-  with TRL's metric names (the app's own), each step's advantage histogram from its
-  completions, and `elapsed` the sum of TRL's step_time;
-- each new or changed completions file (session/trl_completions.py) into a `Rollouts` event;
-- TRL's end-of-training entry into `RunFinished("completed")`;
-- and all of it into the health alarms (`engine.health.monitors.HealthMonitor`, torch-free), whose
-  `Alert`s come out with the events, as in the app's own runs.
-
-Cheap on a mounted or synced filesystem: each poll lists two folders and stats a few files, and
-reads only files whose size or modification time changed. A file that cannot be read (a parquet
-still being written, a trainer_state.json cut short) is skipped and tried again at the next
-poll; one that stays unreadable (unchanged for `STALE_S` seconds, or over `BAD_POLLS` polls) is
-reported once as a warning `LogMessage` naming the file and why. A log history that is shorter
-than what was shown (the run was restarted from an earlier checkpoint) comes out as a resumed
-`RunStarted`, which drops the later steps from the history, as the app's own resumed runs do.
-
-Never writes into the folder. What TRL does not record is not invented: no held-out accuracy
-(TRL's evaluation loss is not it), no token lengths or truncation per completion. Rows' total
-reward uses the reward weights worked out from the log history (`fit_weights`; said once in a log
-message when they are not all 1), or weights of 1 while they cannot be told. No Qt, no torch.
+or in the app: `grpo-desktop open OUTPUT_DIR`.
 """
 
 from __future__ import annotations
@@ -63,7 +45,8 @@ DEVICE = "TRL"
 
 
 def is_trl_run(folder: str) -> bool:
-    """Whether `folder` looks like a TRL output_dir (see the module docstring)."""
+    """Whether `folder` looks like a TRL output_dir: a `trainer_state.json` at the top or in a
+    `checkpoint-N/` folder, or `completions/completions_NNNNN.parquet` files."""
     if not os.path.isdir(folder):
         return False
     if os.path.isfile(os.path.join(folder, trl_state.STATE_FILE)):
@@ -108,7 +91,23 @@ class _Failure:
 
 
 class TrlRunReader:
-    """Poll a TRL output_dir for new events; see the module docstring."""
+    """Poll a TRL output_dir for new events.
+
+    Each poll gives `StepMetrics` for the steps not seen yet, from the newest log history (the
+    top-level trainer_state.json, else the checkpoint's with the most steps), with TRL's metric
+    names (the app's own), each step's advantage histogram from its completions and `elapsed`
+    the sum of TRL's step_time; a `Rollouts` event per new or changed completions file;
+    `RunFinished("completed")` at TRL's end-of-training entry; and the `Alert`s of
+    `engine.health.monitors.HealthMonitor` (torch-free), as in the app's own runs.
+
+    Cheap on a mounted or synced filesystem: a poll lists two folders, stats a few files and
+    reads only those whose size or modification time changed. A file that cannot be read (a
+    parquet being written, a trainer_state.json cut short) is tried again next poll; one that
+    stays unreadable (unchanged for `STALE_S` seconds, or over `BAD_POLLS` polls) is reported
+    once as a warning `LogMessage` naming the file and why. A log history shorter than what was
+    shown (the run restarted from an earlier checkpoint) comes out as a resumed `RunStarted`.
+    Rows' total reward uses the reward weights fitted to the log history (`fit_weights`; said
+    once in a log message when they are not all 1), or 1 while they cannot be told."""
 
     def __init__(self, folder: str, monitor: HealthMonitor | None = None):
         self.folder = os.path.abspath(folder)

@@ -1,16 +1,16 @@
-"""A TRL run's `trainer_state.json`: where the newest one is, and its log history as our step metrics.
+"""A TRL run's `trainer_state.json`: where the newest one is, and its log history as our metrics.
 
 TRL's `Trainer` writes `OUTPUT_DIR/checkpoint-N/trainer_state.json` at every save and, when the
-script calls `trainer.save_state()` at the end, `OUTPUT_DIR/trainer_state.json`. Each holds the
-whole `log_history` up to then: one entry per logging step with TRL's GRPO metric names, which are
-the app's own (reward, reward_std, frac_reward_zero_std, rewards/NAME/mean, completions/…, kl,
-entropy, loss, grad_norm, learning_rate, clip_ratio/…, step_time), plus evaluation entries
-(`eval_…`) and one summary entry at the end of training (`train_runtime`, `train_loss`, …).
+script calls `trainer.save_state()`, `OUTPUT_DIR/trainer_state.json`. Each holds the whole
+`log_history`: one entry per logging step with TRL's GRPO metric names, which are the app's own
+(reward, kl, clip_ratio/…, step_time, …), plus evaluation entries (`eval_…`) and one summary
+entry at the end. `step_metrics(state)` gives {step: metrics} without the evaluation and summary
+values (TRL's evaluation loss is not the app's held-out accuracy), `summary(state)` the end entry;
+`read_state` raises ValueError for a file that is not (yet) a whole JSON object. Reads only; no
+Qt, no torch.
 
-`step_metrics(state)` gives {step: metrics} with the evaluation and summary values left out
-(they are not per-step training metrics; TRL's evaluation loss is not the app's held-out
-accuracy), `summary(state)` the end-of-training entry. `read_state` raises ValueError for a file
-that is not (yet) a whole JSON object, e.g. one being written. Reads only; no Qt, no torch.
+    python -c "from grpo_desktop.session import trl_state as t;
+    print(t.step_metrics(t.read_state('OUTPUT_DIR/trainer_state.json')))"
 """
 
 from __future__ import annotations

@@ -1,19 +1,17 @@
 """Which code from files this user has agreed to run, remembered by content hash.
 
-Two settings make the app run Python that came in a file, and both go through this one decision:
-- the custom checker (`rewards.custom_checker`). Code the user typed in this app is trusted as
-  they type it; code that arrives inside a session or settings file from elsewhere is shown and
-  must be accepted first (GUI) or allowed with `--trust-checker` (CLI). Remembered as the SHA-256
-  of the exact source;
-- a model's own code (`model.trust_remote_code`: the `.py` files beside a model or tokenizer,
-  a checkpoint's included). It must be accepted in the app's trust question or allowed with
-  `--trust-remote-code`. Remembered by the fingerprint of that folder's code and the setting
-  (engine/models/remote_code.py), so other or changed code asks again. `permission` turns the decision
-  into the `RemoteCodePermission` the engine's loaders require.
-Any change to the code asks again.
+Two settings run Python that came in a file, and both go through this one decision. The custom
+checker (`rewards.custom_checker`): code typed in this app is trusted as typed; code inside a
+session or settings file from elsewhere is shown and must be accepted (GUI) or allowed with
+`--trust-checker` (CLI); remembered as the SHA-256 of the exact source. A model's own code
+(`model.trust_remote_code`: the `.py` files beside a model or tokenizer, a checkpoint's included):
+accepted in the app or allowed with `--trust-remote-code`; remembered by the fingerprint of that
+folder's code and the setting (engine/models/remote_code.py); `permission` turns the decision
+into the `RemoteCodePermission` the engine's loaders require. Any change to the code asks again.
 
 Stored as JSON in the user's config folder (GRPO_DESKTOP_CONFIG_DIR, else XDG_CONFIG_HOME or
 ~/.config, then grpo-desktop/trusted_checkers.json). Pure Python.
+Try: `grpo-desktop score my-run.grpo --input s.jsonl` asks, `--trust-checker` remembers.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ TRL is called, not copied: a bare `GRPOTrainer` (built with `__new__`, no model 
 exactly the attributes `_compute_loss` reads, and its log-prob forward pass is replaced by a
 function returning our random leaf tensor, so TRL computes loss and metrics from the same inputs.
 One process, one micro-batch per optimizer step and per generation batch, so TRL's accumulation
-normalisers are 1 and its dapo normaliser is `num_items_in_batch`. TRL 1.16 weights the KL term by
-the importance ratio by default (`use_bias_correction_kl=True`); GRPO.md specifies plain k3, so the
-parity runs set it False and a separate test pins how TRL's default differs.
+normalisers are 1 and its dapo normaliser is `num_items_in_batch`. TRL 1.16 weights the KL term
+by the importance ratio by default (`use_bias_correction_kl=True`); docs/grpo.md specifies plain
+k3, so the parity runs set it False and a separate test pins how TRL's default differs.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def test_loss_gradient_and_metrics_match_trl(loss_type: str, level: str, beta: f
 def test_trl_default_bias_corrected_kl_differs_in_gradient_only_on_policy() -> None:
     # TRL 1.16 default use_bias_correction_kl=True multiplies k3 by the (differentiable) ratio w.
     # On-policy w = 1: the loss equals plain k3's, but the gradient gains beta * k3 * dw/dlogp.
-    # GRPO.md asks for plain k3; this pins the difference so a TRL change is noticed.
+    # docs/grpo.md asks for plain k3; this pins the difference so a TRL change is noticed.
     batch = _random_batch(seed=3)
     batch["old"] = batch["logps"].clone()
     kwargs = {"loss_type": "bnpo", "level": "token", "beta": 0.04, "num_items": 1}
