@@ -30,9 +30,9 @@ from grpo_desktop.engine.export.plan import (
     ExportPlan,
     MissingBaseModel,
     hub_snapshot,
-    size_text,
 )
 from grpo_desktop.engine.models.remote_code import check_permission
+from grpo_desktop.engine.units import size_text
 
 EXAMPLE_PROBLEM = "What is 12 * 34?"
 FAMILIAR = ("llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "phi3", "olmo2", "smollm3")

@@ -43,8 +43,8 @@ from grpo_desktop.engine.export.plan import (  # noqa: F401 (re-exported)
     ExportPlan,
     MissingBaseModel,
     plan_export,
-    size_text,
 )
+from grpo_desktop.engine.units import size_text
 
 Progress = Callable[[float, str], None]
 SLACK = 1 << 20  # free space kept beyond the expected size (metadata, file system blocks)

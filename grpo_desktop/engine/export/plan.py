@@ -30,6 +30,7 @@ from grpo_desktop.engine.runs.layout import (
     intact_checkpoints,
     list_checkpoints,
 )
+from grpo_desktop.engine.units import size_text  # noqa: F401 (re-exported: the Export dialog)
 
 FORMATS = ("adapter", "merged", "gguf", "trl")
 OUTTYPES = ("f16", "q8_0")
@@ -183,14 +184,6 @@ def _folder_bytes(folder: str, names) -> int:
         for n in names
         if os.path.isfile(os.path.join(folder, n))
     )
-
-
-def size_text(n: float) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:,.1f} TB"
 
 
 def pick_checkpoint(run_dir: str, step: int | None) -> tuple[int, str]:

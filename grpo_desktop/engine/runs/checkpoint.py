@@ -45,6 +45,7 @@ from grpo_desktop.engine.runs.layout import (  # noqa: F401 (re-exported)
     remove_checkpoint,
     remove_temporary,
 )
+from grpo_desktop.engine.units import size_text
 
 NEARLY_FULL = 1 << 20  # a write that failed with less than this free was the disk filling up
 KEPT_SUFFIX = ".kept"  # a checkpoint folder's name, for files in it that the trainer did not write
@@ -81,14 +82,6 @@ def _as_tuple(value):
 
 
 # ---------------------------------------------------------------- a full disk
-
-
-def _size(n: float) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:,.1f} TB"
 
 
 def _free(folder: str) -> int | None:
@@ -129,9 +122,9 @@ def disk_full_error(run_dir: str) -> DiskFullError:
     which checkpoint is intact."""
     free = _free(run_dir)
     saved = list_checkpoints(run_dir)
-    where = f"{_size(free)} free at {run_dir}" if free is not None else f"at {run_dir}"
+    where = f"{size_text(free)} free at {run_dir}" if free is not None else f"at {run_dir}"
     if saved:
-        where += f"; a checkpoint takes about {_size(_folder_size(saved[-1][1]))}"
+        where += f"; a checkpoint takes about {size_text(_folder_size(saved[-1][1]))}"
         intact = f"the last checkpoint (step {saved[-1][0]}) is intact"
     else:
         intact = "there is no checkpoint yet, so continuing starts again from step 0"

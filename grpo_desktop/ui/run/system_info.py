@@ -19,6 +19,8 @@ import sys
 
 from PySide6.QtCore import QObject, QProcess, Signal
 
+from grpo_desktop.engine.units import size_text
+
 _PROBE = r"""
 import json, os
 info = {"cuda": False, "gpu_name": "", "gpu_memory": 0, "torch": ""}
@@ -61,16 +63,13 @@ def host_info() -> dict:
     return {"cpu_name": cpu_name(), "cpu_count": os.cpu_count() or 1, "ram": total_ram()}
 
 
-def gib(n: float) -> str:
-    return f"{n / 2**30:.1f} GB"
-
-
 def describe_device(info: dict) -> str:
     """One line for the status bar and the model panel."""
     if info.get("cuda"):
-        return f"GPU: {info.get('gpu_name', 'CUDA')} · {gib(info.get('gpu_memory', 0))} VRAM"
+        memory = size_text(info.get("gpu_memory", 0), unit="GB")
+        return f"GPU: {info.get('gpu_name', 'CUDA')} · {memory} VRAM"
     cpu = f"CPU: {info.get('cpu_count', '?')} cores"
-    ram = f" · {gib(info['ram'])} RAM" if info.get("ram") else ""
+    ram = f" · {size_text(info['ram'], unit='GB')} RAM" if info.get("ram") else ""
     return cpu + ram
 
 
@@ -123,12 +122,12 @@ def memory_in_use() -> str:
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         except (ImportError, OSError):
             rss = 0
-    text = f"RAM {gib(rss)}" if rss else "RAM ?"
+    text = f"RAM {size_text(rss, unit='GB')}" if rss else "RAM ?"
     torch = sys.modules.get("torch")
     if torch is not None:
         try:
             if torch.cuda.is_initialized():
-                text += f" · VRAM {gib(torch.cuda.memory_reserved())}"
+                text += f" · VRAM {size_text(torch.cuda.memory_reserved(), unit='GB')}"
         except Exception:  # a half-imported torch, or a driver problem: just show RAM
             pass
     return text
