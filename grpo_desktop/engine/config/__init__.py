@@ -29,6 +29,7 @@ from grpo_desktop.engine.config.train_config import (
     load_config,
     option,
     preset,
+    read_settings_file,
     validate,
     warnings,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "load_config",
     "option",
     "preset",
+    "read_settings_file",
     "validate",
     "warnings",
 ]

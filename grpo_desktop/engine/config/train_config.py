@@ -25,7 +25,7 @@ from grpo_desktop.engine.config.model import (
     option,
 )
 from grpo_desktop.engine.config.training import AlgorithmConfig, RewardsConfig, RunConfig
-from grpo_desktop.engine.errors import ConfigError, read_utf8
+from grpo_desktop.engine.errors import ConfigError, UserError, read_utf8
 
 __all__ = [
     "AlertsConfig",
@@ -40,6 +40,7 @@ __all__ = [
     "TrainConfig",
     "load_config",
     "option",
+    "read_settings_file",
     "preset",
     "validate",
     "warnings",
@@ -299,24 +300,45 @@ def preset(name: str, base: TrainConfig | None = None) -> TrainConfig:
     return (base or TrainConfig()).replace(**PRESETS[name])
 
 
-def load_config(path: str) -> TrainConfig:
-    """Read a config JSON file; errors name the file and the problem."""
+def read_settings_file(
+    path: str,
+    error: type[UserError],
+    *,
+    missing: str,
+    what: str,
+    damaged: str,
+    empty: str | None = None,
+) -> TrainConfig:
+    """The settings in the UTF-8 JSON file at `path`, or `error` with a message for each way
+    reading it fails: `missing` (no such file), "Cannot read {what}: <the OS's reason>.", the
+    file is not UTF-8 (named by read_utf8), `empty` when given (else an empty file is damaged),
+    and "{damaged}: <what is wrong>" for anything that is not valid settings JSON."""
     try:
-        text = read_utf8(path, ConfigError)
+        text = read_utf8(path, error)
     except FileNotFoundError:
-        raise ConfigError(
-            f"Config file not found: {path}. Create one with `grpo-desktop config --demo > {path}`."
-        ) from None
+        raise error(missing) from None
     except OSError as exc:
-        raise ConfigError(f"Cannot read config file {path}: {exc.strerror}.") from None
-    if not text.strip():
-        raise ConfigError(
-            f"Config file {path} is empty: it holds no settings. Write the demo's settings into it "
-            f"with `grpo-desktop config --demo > {path}` and edit them, or export them from the app."
-        )
+        raise error(f"Cannot read {what}: {exc.strerror}.") from None
+    if empty is not None and not text.strip():
+        raise error(empty)
     try:
         return TrainConfig.from_json(text)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    except TypeError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise error(f"{damaged}: {exc}") from None
+
+
+def load_config(path: str) -> TrainConfig:
+    """Read a config JSON file; errors name the file and the problem."""
+    return read_settings_file(
+        path,
+        ConfigError,
+        missing=(
+            f"Config file not found: {path}. Create one with `grpo-desktop config --demo > {path}`."
+        ),
+        what=f"config file {path}",
+        empty=(
+            f"Config file {path} is empty: it holds no settings. Write the demo's settings into it "
+            f"with `grpo-desktop config --demo > {path}` and edit them, or export them from the app."
+        ),
+        damaged=path,
+    )

@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 
-from grpo_desktop.engine.config import ConfigError, TrainConfig
-from grpo_desktop.engine.errors import UserError, read_utf8
+from grpo_desktop.engine.config import TrainConfig, read_settings_file
+from grpo_desktop.engine.errors import UserError
 from grpo_desktop.engine.runs.layout import checkpoints_dir
 
 EVENTS_FILE = "events.jsonl"
@@ -60,15 +60,12 @@ def read_run_config(run_dir: str, error: type[UserError] = UserError) -> TrainCo
     """The settings a run was started with; `error` (a UserError) names the folder or file and
     what is wrong: not a run folder, unreadable, not UTF-8, or damaged."""
     path = config_path(run_dir)
-    try:
-        text = read_utf8(path, error)  # a file that is not UTF-8 is named as such
-    except FileNotFoundError:
-        raise error(
+    return read_settings_file(
+        path,
+        error,
+        missing=(
             f"{run_dir} is not a run folder (no {CONFIG_FILE}). Give the folder a run was saved to."
-        ) from None
-    except OSError as exc:
-        raise error(f"Cannot read {path}: {exc.strerror}.") from None
-    try:
-        return TrainConfig.from_json(text)
-    except (ConfigError, TypeError, ValueError) as exc:
-        raise error(f"{path} is damaged: {exc}") from None
+        ),
+        what=path,
+        damaged=f"{path} is damaged",
+    )
