@@ -64,8 +64,8 @@ HINT_EVERY = 20
 def make_scheduler(optimizer, cfg: TrainConfig):
     """The learning-rate schedule: a factor on `learning_rate` for each optimizer update.
 
-    `step` below counts optimizer updates from 0 (one per step, `num_iterations` per step with
-    several updates per batch). Three regimes, in order:
+    `step` below counts optimizer updates from 0: one per training step, or num_iterations
+    per step when each batch is used for several updates. Three regimes, in order:
 
     1. Warm-up, while step < warmup_steps: (step + 1) / warmup_steps, so the first update
        already moves (1 / warmup_steps) and the last warm-up update runs at the full rate.
@@ -116,15 +116,18 @@ class _EventLog:
         try:
             if self.fh is None:
                 os.makedirs(self.run_dir, exist_ok=True)
+                # Unbuffered: each event reaches the file as it is yielded, so the window's run
+                # folder view and a crash both see the log up to the last finished event.
                 self.fh = open(events_path(self.run_dir), "ab", buffering=0)  # noqa: SIM115
             start = self.fh.seek(0, os.SEEK_END)
             data = memoryview((event.to_json() + "\n").encode("utf-8"))
             try:
-                while data:
+                while data:  # a raw write may take only part of the line
                     data = data[self.fh.write(data) :]
                 if sync:
                     os.fsync(self.fh.fileno())
             except OSError:
+                # A torn line in the middle of the log would make a resume refuse it: cut it off.
                 with contextlib.suppress(OSError):
                     os.ftruncate(self.fh.fileno(), start)
                 raise
@@ -187,6 +190,8 @@ def train(
         msg = f"Training failed with an internal error: {type(exc).__name__}: {exc}"
         yield log.finish(_finished("failed", state, msg, traceback.format_exc()))
     finally:
+        # Also when the consumer stops iterating early (GeneratorExit): the models and the
+        # checker's process are freed either way.
         log.close()
         run.close()
 
@@ -223,7 +228,7 @@ class _Run:
         if self.rewards is not None:
             self.rewards.close()
         self.policy = None
-        gc.collect()
+        gc.collect()  # modules can hold reference cycles: free them so the cache can be emptied
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
@@ -306,6 +311,7 @@ class _Run:
         status = "completed"
         for step in range(start_step + 1, total + 1):
             control.wait_if_paused()
+            # Checked before the step as well: a stop sent while paused starts nothing new.
             if control.should_stop(step - 1):
                 status = "stopped"
                 break
@@ -342,7 +348,7 @@ class _Run:
             if step % cfg.run.checkpoint_every == 0 or due_time:
                 yield self._save(step, optimizer, scheduler)
                 last_ckpt_time, last_saved = time.time(), step
-            if control.should_stop(step) and step < total:
+            if control.should_stop(step) and step < total:  # a stop on the last step: completed
                 status = "stopped"
                 break
         step = state.step
