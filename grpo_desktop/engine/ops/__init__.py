@@ -1,4 +1,4 @@
-"""Low-level tensor operations: CPU kernel settings, the fused output head, the sampler's draw.
+"""Low-level tensor operations: CPU kernel choice, the fused output head, the draw, heap trimming.
 
 See engine/README.md for what lives where.
 """

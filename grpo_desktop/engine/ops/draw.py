@@ -1,24 +1,17 @@
 """Drawing the next token of every row, fast at a 150k-token vocabulary: `draw` and `nucleus`.
 
-Measured on 2 CPU cores for 32 rows × 151,936 tokens (the 0.5B-shaped model of bench/realistic.py),
-`torch.multinomial` takes 150-190 ms per decode step — more than the output layer's product
-(≈ 100 ms) — and the sort behind top-p another 420 ms, so sampling, not the model, was most of a
-decode step. Neither needs the whole vocabulary in order:
+On the CPU at a real vocabulary `torch.multinomial` costs more per decode step than the output
+layer's product, and the full sort behind top-p more again (bench/README.md, `realistic.py`);
+neither needs the whole vocabulary in order. `draw` inverts the cumulative distribution in two
+levels: the mass of each block of BLOCK tokens and their float64 cumulative sum pick a block,
+a float64 cumulative sum inside that block picks the token; every token's probability is kept
+to ~1 % of itself. `nucleus` finds the top-p set among the K most likely tokens (`torch.topk`),
+widening K only for rows whose top K do not reach top_p (a near-uniform row: the full sort).
+Tokens masked to -inf are never drawn; a row whose probabilities are not finite (a diverged
+model) raises a UserError that says so instead of torch's bare message. CUDA keeps
+`torch.multinomial` (sampler.py decides) and top-p one sort (`_sorted_nucleus`).
 
-- `draw` inverts the cumulative distribution in two levels: the mass of each block of BLOCK
-  tokens (a float32 sum of 1,024 values, accurate to ~1e-7 of the block), a float64 cumulative
-  sum over the ~150 blocks to pick one, then a float64 cumulative sum inside that block only:
-  1.6 ms. A float64 cumulative sum over the whole vocabulary costs 46 ms; a float32 one 3.5 ms,
-  but stored in float32 near 1 each partial sum is rounded by up to 3e-8, 30 % of the
-  probability of a 1e-7 token; the two levels keep every token's to ~1 % of itself.
-- `nucleus` finds the top-p set among the K most likely tokens (`torch.topk`), widening K only
-  for rows whose top K do not reach top_p (a near-uniform distribution: then the full sort).
-
-Zero-probability tokens (masked to -inf: EOS before min_new_tokens, outside the nucleus) are
-never drawn. A row whose probabilities are not finite (a diverged model) raises a UserError
-that says so instead of torch's bare message. CUDA keeps `torch.multinomial`, a GPU kernel
-whose cost is not the problem there (sampler.py decides), and top-p one sort (`_sorted_nucleus`):
-the widening loop's row selection would wait for the GPU at every token.
+Try it: tests/engine/ops/test_draw.py.
 """
 
 from __future__ import annotations
@@ -52,7 +45,10 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch
 
 
 def _blocks(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each block's mass (N, nb) and their cumulative sums (N, nb), in float64."""
+    """Each block's mass (N, nb) and their cumulative sums (N, nb), in float64. Two levels because
+    one float64 cumulative sum over the whole vocabulary is slow, and a float32 one rounds each
+    partial sum near 1 by up to 3e-8, 30 % of the probability of a 1e-7 token; a float32 sum of
+    one block's 1,024 values is accurate to ~1e-7 of the block."""
     N, V = probs.shape
     full = V // BLOCK
     parts = []
@@ -90,7 +86,8 @@ def nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     if top_p >= 1.0:
         return logits  # everything (a float32 cumulative sum may reach 1 before the last token)
     if logits.device.type == "cuda":
-        return _sorted_nucleus(logits, top_p)  # one GPU sort: the widening loop would sync
+        # One GPU sort: the widening loop's row selection would wait for the GPU at every token.
+        return _sorted_nucleus(logits, top_p)
     probs = torch.softmax(logits.float(), dim=-1)  # (N, V)
     keep = torch.zeros(N, V, dtype=torch.bool, device=logits.device)  # (N, V)
     rows = torch.arange(N, device=logits.device)  # rows whose set is not yet found

@@ -1,35 +1,17 @@
 """Log-probs of chosen tokens from final hidden states, never holding more than one chunk of logits.
 
-A GRPO loss needs, per completion token, log softmax(h·Wᵀ / T)[token]: the output layer's logits
-over the whole vocabulary for one number. Kept for the backward pass, those logits cost
-tokens × V × 4 bytes (74 MiB per 128-token row at Qwen's 151,936 tokens), more than the rest of
-the model's activations. `head_logps` computes them a chunk of tokens at a time and keeps, per
-token, what the backward needs instead:
-- the gradient of its log-prob with respect to its hidden state, d logp / dh = (W[t] − pᵀW) / T
-  (p the softmax), which does not depend on what the loss does with the log-prob: computed in
-  the forward from the chunk's logits (one (m × V)·(V × H) product, the one the plain backward
-  would run), so the backward is a multiplication by the incoming gradient;
-- for the output weight's gradient (full fine-tuning: the tied embedding), the hidden state and
-  the log-sum-exp: the backward recomputes each chunk's logits, turns them into the gradient in
-  place (softmax − one-hot, times the incoming gradient, over T) and multiplies back.
-Either way the logits alive at any time are one chunk's, whatever the batch. With LoRA (the
-output layer frozen) the head costs the plain computation's two products per token, nothing
-recomputed; full fine-tuning pays one product more (the recomputation).
-
-Two ways, the same result:
-- `_LinearLogSoftmax`, an autograd function, for an output layer that is a plain `nn.Linear`
-  (the usual lm_head, tied to the embedding or not, frozen with LoRA or trained in full
-  fine-tuning): gradients for the hidden states, the weight and a bias, computed here.
-- any other output module (LoRA on lm_head, a quantized layer): each chunk runs the module under
-  non-reentrant activation checkpointing, so its logits are recomputed in the backward too and
-  autograd finds the module's own gradients.
-Entropy (a metric, no gradient) comes from the same chunk of logits. Float32 CPU products take
-the oneDNN routing of engine/ops/kernels.py in the forward and the backward alike; CUDA tensors never
-enter it.
-
-Does not run the model's decoder (engine/sampling/logps.py does) and does not handle logits the model
-changes after its output layer (soft-capping, scaling): logps.py sends those models elsewhere.
-Try it: tests/engine/ops/test_fused_logps.py.
+A GRPO loss needs, per completion token, log softmax(h·Wᵀ / T)[token]: the whole vocabulary's
+logits for one number. Kept for the backward pass, those logits (74 MiB per 128-token row at
+Qwen's 151,936 tokens) outweigh the rest of the model's activations. `head_logps` computes them
+a chunk of tokens at a time and keeps, per token, what the backward needs instead: the gradient
+of its log-prob with respect to its hidden state, (W[t] − pᵀW) / T, which does not depend on
+the loss; and for a trained output weight the hidden state and log-sum-exp, from which the
+backward recomputes the chunk's logits. With LoRA (the output layer frozen) nothing is
+recomputed; full fine-tuning pays one product more. A plain `nn.Linear` head goes through
+`_LinearLogSoftmax`; any other (LoRA on lm_head, a quantized layer) runs each chunk under
+activation checkpointing. Entropy (a metric) comes from the same logits. Does not run the
+decoder (sampling/logps.py) or handle logits changed after the output layer (soft-capping,
+scaling): logps.py sends those models elsewhere. Try it: tests/engine/ops/test_fused_logps.py.
 """
 
 from __future__ import annotations

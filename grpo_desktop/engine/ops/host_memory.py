@@ -1,23 +1,18 @@
 """Handing the C heap's free pages back to the system during a CPU decode with a large vocabulary.
 
-Each decode step of a 151,936-token vocabulary makes several (N, V) float32 temporaries (19 MiB
-at N = 32: the output layer's logits, the scaled logits, the softmax, multinomial's own copy).
-Once glibc has freed one such block it raises its mmap threshold past that size, so the next ones
-come from the heap, and small blocks that outlive a step (a token's tensor, their bookkeeping)
-can land inside a freed 19 MiB hole, so the next step's block no longer fits there and the heap
-grows. Whether it happens depends on thread timing: two identical runs of bench/realistic.py's
-workload side by side, one grew its heap by 2.3 GB during the first step's 256-token decode
-(resident 1.45 -> 3.7 GiB, 2.3 GB of it free heap) and the other not at all. That chance was the
-difference between our worker's 2,246 and 3,716 MiB peaks in bench/README.md.
+Each decode step at a 151,936-token vocabulary makes several (N, V) float32 temporaries (19 MiB
+at N = 32: the logits, the scaled logits, the softmax). Once glibc has freed one such block it
+serves the next ones from the heap, and small blocks that outlive a step can land inside a
+freed hole, so the next step's block no longer fits there and the heap grows; whether it happens
+depends on thread timing (bench/README.md, `realistic.py`). `DecodeTrim` calls glibc's
+`malloc_trim(0)` (every whole free page of every arena, not only the heap's top) every
+TRIM_EVERY tokens of a CPU decode whose logits per step reach LARGE_LOGITS_BYTES, and once at
+its end: the heap may still fragment, but its free pages do not stay resident. The demo's
+small vocabulary never trims: there a trim costs more than it saves. Where malloc_trim does
+not exist (macOS, musl) nothing happens. It changes no value computed, and it does not pin
+glibc's thresholds instead (every large tensor would then fault its pages in anew each step).
 
-`DecodeTrim` calls glibc's `malloc_trim(0)` (which returns every whole free page of every arena,
-not only the heap's top) every TRIM_EVERY tokens of a CPU decode whose logits per step are at
-least LARGE_LOGITS_BYTES, and once at its end: the heap may still fragment, but its free pages
-do not stay resident. The demo's logits (107 tokens) are far below that, so its decode never
-trims (a trim after every step cost 25-100 ms per step on the 3M and 25M benchmark models,
-engine/ops/kernels.py). Where malloc_trim does not exist (macOS, musl) nothing happens. Does not
-change where anything is allocated or any value computed, and does not pin glibc's thresholds
-(that cost the demo a third of its step, 1d59c5f).
+Try it: tests/engine/ops/test_host_memory.py.
 """
 
 from __future__ import annotations

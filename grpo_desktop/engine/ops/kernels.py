@@ -1,38 +1,18 @@
 """Float32 linear layers on the CPU through oneDNN when that is the faster library on this machine.
 
-Every matmul of a float32 `nn.Linear` on the CPU goes to MKL's sgemm. MKL picks its code path by
-CPU vendor: on AMD processors it runs its AVX2 kernels, even on a Zen 5 that executes AVX-512 at
-full width. oneDNN, which PyTorch also ships, uses AVX-512 there. Measured on this project's
-2-core AMD EPYC (Zen 5), float32, 2 threads: a (2048 × 512) · (512 × 1376) product takes 13.7 ms
-in MKL (210 GFLOPS) and 5.7–6.4 ms in oneDNN; the backward products (input and weight gradients)
-13 → 6 and 13 → 8 ms; a 32-row decode product 287 → 115 µs. Same float32 arithmetic (the rounding
-differs: within 3e-6 of the float64 result relative to the output's scale, MKL within 1e-6).
+A float32 `nn.Linear` on the CPU runs MKL's sgemm, which picks its code path by CPU vendor: on
+AMD processors its AVX2 kernels, even where AVX-512 runs at full width; oneDNN, which PyTorch
+also ships, uses AVX-512 there (bench/README.md, "Where the speed comes from"). Same float32
+arithmetic, rounded differently (within 3e-6 of a float64 result relative to the output's
+scale; MKL within 1e-6). `fast_linear()` routes `F.linear` to `onednn_linear` (forward and
+backward in oneDNN) for float32 CPU tensors of at least MIN_ROWS rows, inside its `with` block
+and only when `enabled()`: oneDNN is present, gives F.linear's result on a check and beats MKL
+on a short timing at first use. A decode step's few-row products, where oneDNN's fixed cost per
+call can lose, ask `product_for`, timed once per shape. Checkpointed layers recompute under the
+routing their forward had (`checkpoint_contexts`). The price, heap fragmentation when row
+counts vary, is accepted. GRPO_DESKTOP_ONEDNN=0 switches oneDNN off, =1 skips the timings.
 
-`fast_linear()` routes `F.linear` to `onednn_linear` (an autograd function whose forward and
-backward are oneDNN products) for float32 CPU tensors of at least MIN_ROWS rows, inside its `with`
-block and only when `enabled()`: oneDNN is present, its op gives F.linear's result on a check,
-and it beats MKL on a short timing of a training-sized product at first use (on CPUs where MKL
-already uses AVX-512 it may not; then nothing changes). Other dtypes, devices, quantized layers
-and tensor subclasses pass through untouched. Small products are another matter: for the
-32-row products of a decode step with a small model's weights, oneDNN's fixed cost per call can
-lose to MKL (the demo model: 192 × 64, 16 µs against 8), so the decode loop asks `product_for`
-which of the two is faster for each weight and row count, timed once per shape.
-Set GRPO_DESKTOP_ONEDNN=0 to switch oneDNN off, =1 to skip the timings.
-
-Gradient checkpointing recomputes a checkpointed layer's forward inside the backward, after the
-`with` block has ended, and torch requires the recomputation to save the same tensors as the
-forward did (oneDNN's product saves x and the weight; F.linear's saves other views). Models
-checkpoint with `context_fn=checkpoint_contexts`, which recomputes under the routing the forward
-had, so the backward gets the same products and the same gradients as without checkpointing.
-
-The cost is memory when the shapes vary: oneDNN's working buffers for products of ever new row
-counts (completion lengths change from step to step) fragment the C heap. The demo's 30-step
-run peaked at 1,120 MB against 955 MB without oneDNN; with pinned lengths (bench/vs_trl.py) the
-peak did not grow. Handing freed memory back at once (MALLOC_TRIM_THRESHOLD_=0) removed the growth
-but made the policy pass twice as slow (every large tensor then faults its pages in anew).
-glibc's malloc_trim after every step would do it more cheaply, but still cost 25–100 ms per step
-in bench/vs_trl.py (3M and 25M models) plus the page faults of the next step. Neither is used:
-the speed is worth more to the users than 15 % of the demo's resident memory.
+Try it: python -c "from grpo_desktop.engine.ops import kernels; print(kernels.describe())"
 """
 
 from __future__ import annotations
@@ -272,6 +252,9 @@ def fast_linear(device: torch.device | str | None = None) -> Iterator[None]:
 
 def checkpoint_contexts() -> tuple[contextlib.AbstractContextManager, ...]:
     """`context_fn` for torch.utils.checkpoint (non-reentrant): the forward runs as it is; the
-    recomputation in the backward runs under fast_linear's routing when the forward did."""
+    recomputation in the backward runs under fast_linear's routing when the forward did. The
+    backward runs after the `with` block has ended, and torch requires the recomputation to save
+    the same tensors as the forward (oneDNN's product saves x and the weight, F.linear's other
+    views): so the backward gets the same products and gradients as without checkpointing."""
     routed = getattr(_routing, "depth", 0) > 0
     return contextlib.nullcontext(), _RouteLinear() if routed else contextlib.nullcontext()

@@ -1,21 +1,17 @@
-"""One decode step of a Llama-family model without transformers' per-call machinery.
+"""One decode step of a Llama-family model on the CPU, without transformers' per-call machinery.
 
-The sampler feeds one token per row per step. Through the model's own `forward`, each of those
-steps also builds a causal mask, goes through every module's hooks and output capture, and
-grows the key/value cache by concatenation, which copies the whole cache at every token. On
-the small models this app trains on a CPU, that bookkeeping costs as much as the arithmetic.
-`LeanDecoder` runs the same computation straight on the model's own modules (its norms, MLPs,
-projections and rotary embedding, with transformers' own `apply_rotary_pos_emb`), with keys and
-values written in place into buffers sized for the whole completion. Generation per GRPO step
-on 2 idle CPU cores, 32 completions (median, in the engine): the shipped demo model, 160 tokens,
-0.41 → 0.32 s; the 3M benchmark model, 64 tokens, 0.27 → 0.21 s; the 25M one 1.30 → 1.18 s.
-Same logits as the model's forward up to float rounding; the demo runs of three seeds sampled
-exactly the same answers with and without it.
+Through the model's own `forward`, each one-token step also builds a causal mask, goes through
+every module's hooks and output capture, and grows the key/value cache by concatenation (a copy
+of the whole cache per token); on the small models this app trains on a CPU, that bookkeeping
+costs as much as the arithmetic (bench/README.md, "Where the speed comes from"). `LeanDecoder`
+runs the same computation on the model's own modules (norms, MLPs, projections, rotary
+embedding, transformers' `apply_rotary_pos_emb`), keys and values written in place into buffers
+sized for the whole completion: the forward's logits up to float rounding. It covers what it
+can check: Llama and Qwen2 on the CPU, every layer full attention, each projection a plain
+`nn.Linear` (LoRA only while `lora_merged` has folded it), no hooks; for anything else
+`lean_decoder` returns None and the sampler calls the model. CUDA uses decode_static.py.
 
-It covers what it can check: Llama and Qwen2 models on the CPU, every layer full attention, each
-projection a plain `nn.Linear` (LoRA only while `lora_merged` has folded it into the weights),
-no hooks. For anything else `lean_decoder` returns None and the sampler calls the model. On
-CUDA the sampler uses `engine/sampling/decode_static.py` instead (fixed shapes for CUDA graphs).
+Try it: tests/engine/sampling/test_decode.py (its logits and tokens against the forward's).
 """
 
 from __future__ import annotations
@@ -139,7 +135,7 @@ class LeanDecoder:
             # head i // (H/Hkv), as transformers' repeat_kv does, without copying the cache.
             grouped = q.reshape(N, Hkv, -1, D)  # (N, Hkv, H/Hkv, D)
             # Written out: for one query per row, two batched products beat the CPU's flash
-            # attention kernel, which is tiled for long queries (25M model: 0.24 → 0.14 s/step).
+            # attention kernel, which is tiled for long queries.
             scores = torch.matmul(grouped, keys[:, :, :L].transpose(2, 3)) * layer.scaling
             scores = scores.masked_fill_(blocked, float("-inf"))  # (N, Hkv, H/Hkv, L)
             probs = torch.softmax(scores, dim=-1)  # (N, Hkv, H/Hkv, L)
@@ -183,7 +179,7 @@ def lean_decoder(model, cache, capacity: int) -> LeanDecoder | None:
         return None
     base, inner = found
     if inner.embed_tokens.weight.device.type != "cpu":
-        return None  # measured on CPUs only; GPUs use engine/sampling/decode_static.py
+        return None  # a CPU step; GPUs use decode_static.py (fixed shapes for CUDA graphs)
     try:
         layers = [_Layer(layer) for layer in inner.layers]
     except AttributeError:

@@ -1,31 +1,18 @@
 """Replay a StaticDecoder's step as one captured CUDA graph per token, checked against eager.
 
-`GraphedDecode(decoder)` is what the sampler calls per token on CUDA: it copies the sampled ids
-into the decoder's static input, runs the step, and advances the slot counter. The first call
-warms the step up on a side stream (cuBLAS handles and workspaces are made outside the capture),
-captures it into a `torch.cuda.CUDAGraph` (its own memory pool; `capture_error_mode=
-"thread_local"`, so other threads using CUDA meanwhile do not break it), replays it once and
-compares those logits with the eager step's on the same inputs (the step is idempotent:
-`engine/sampling/decode_static.py`); on the second token, the first replay on new inputs, it compares
-again (a graph that baked in a value of the first token would pass the first check only). From
-then on each token is one `replay()`: the ~2,100 operations of a 24-layer step (3,600 through
-the model's forward with LoRA unmerged) are dispatched once per sampling call, not per token.
+`GraphedDecode(decoder)` is what the sampler's static path calls per token: it copies the drawn
+ids into the decoder's static input, runs the step and advances the slot counter. The first call
+warms the step up, captures it into a `torch.cuda.CUDAGraph`, replays it once and compares the
+logits with the eager step's on the same inputs (the step is idempotent, decode_static.py); the
+second token compares again, since a graph that baked in a value of the first token passes the
+first check only. From then on a token is one `replay()` instead of thousands of dispatched
+operations. When capture raises or a check fails (`TOLERANCE`: bf16 rounding, finite logits) it
+logs one warning and runs the same static step eagerly for the rest of the call; `GRAPHS =
+False` switches graphs off. `close()` hands the graph's memory back for the training pass.
+Sampling stays outside the graph, in the sampler, so its random numbers are the eager path's.
 
-Defensive by construction: when capture raises (an op that syncs with the host, a kernel that
-cannot be captured, no CUDA at all) or the replayed logits differ from the eager ones by more
-than bf16 rounding (`TOLERANCE` of the logits' scale) or are not finite, on either check, it
-logs one warning and decodes eagerly with the same static step for the rest of the call. `GRAPHS = False` switches
-graphs off. `close()` drops the graph and its pool and returns the cached memory to the driver,
-since the training pass after sampling needs it.
-
-Sampling (temperature, top-p, multinomial, EOS) stays outside the graph, in the sampler: a
-dozen small operations per token, and its random numbers stay those of the eager path.
-
-Not verified here: this project's tests run on CPUs, where capture is unavailable (so the
-fallback is tested for real) and the capture/replay plumbing is tested with `EagerReplay`, a
-stand-in that replays by calling the step. Whether capture succeeds for a given model on a given
-GPU is decided at run time by the check above; `bench/decode_overhead.py`'s `decode_benchmark`
-measures it on a CUDA machine.
+Try it: tests/engine/sampling/test_decode_static.py (on the CPU capture fails, so the fallback
+runs for real, and `EagerReplay` stands in for a graph); on CUDA, bench/decode_overhead.py.
 """
 
 from __future__ import annotations
@@ -52,6 +39,7 @@ class CudaGraph:
 
     def warm_up(self, fn) -> torch.Tensor:
         """Run fn WARMUP times on a side stream; the last result (on the main stream's order)."""
+        # cuBLAS handles and workspaces get made here, outside the capture, which cannot make them.
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):
@@ -62,6 +50,7 @@ class CudaGraph:
 
     def capture(self, fn) -> torch.Tensor:
         """Record fn's kernels (none run); its output tensor is the graph's static output."""
+        # thread_local: other threads using CUDA meanwhile do not break the capture.
         with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
             out = fn()
         return out

@@ -1,34 +1,18 @@
 """A decode step whose every tensor keeps its shape and address from token to token (for CUDA).
 
-On a GPU the eager transformers forward spends its time on the host, not the device: one decode
-step of a 24-layer model with LoRA dispatches about 3,900 operations and takes 18-22 ms of host
-time per token, whatever the GPU, while the arithmetic of a small model takes a fraction of that.
-A captured CUDA graph replays all of a step's kernels in one call, but only if the step is the
-same sequence of kernels on the same memory every time. `StaticDecoder.step` is built for that:
+On a GPU an eager decode step costs host time, thousands of operations dispatched per token
+(bench/README.md, `decode_overhead.py`), not arithmetic. A captured CUDA graph replays a step's
+kernels in one call, but only if every step is the same kernels on the same memory, and
+`StaticDecoder.step` is: keys and values go into buffers sized for the whole completion, at a
+slot held in a device tensor; attention reads the buffers' whole capacity through an additive
+mask that opens each slot as it is written; positions come from a device counter; nothing is
+read back to the host. The step is idempotent (the counter moves only in `advance()`), so
+decode_graph.py can warm it up, capture it and check the graph against it without disturbing
+the decode. Models: decode.py's gate (`supported_model`), LoRA layers left unfolded and 4-bit
+bases called as modules, a RoPE that does not depend on the length; else `static_decoder`
+returns None. It does no sampling, and on the CPU decode.py's `LeanDecoder` is faster.
 
-- keys and values go into buffers sized for the whole completion, at a write slot held in a
-  device tensor (`index_copy_`), never a Python integer that would change per token;
-- attention reads the full capacity of those buffers; a preallocated additive mask (N, 1, 1,
-  capacity) opens the prompt's real tokens and each slot as it is written (`index_fill_`);
-- positions are the prompt's next position plus the device counter of tokens fed so far;
-- nothing reads a value back to the host.
-
-The step is idempotent: it writes this token's keys, values and mask slot and nothing else, and
-the counter moves only in `advance()`. So running it twice on the same inputs gives the same
-logits and state, which lets `engine/sampling/decode_graph.py` warm up, capture and check the captured
-graph against an eager step without disturbing the decode.
-
-Projections: a plain nn.Linear runs as `F.linear` on its weight (LoRA folded into it while
-`sampler.lora_merged` is active); a peft LoRA layer that could not be folded (4-bit bitsandbytes
-`Linear4bit` bases, bf16 layers on the CPU) and a bare `Linear4bit` are called as modules, so
-their own kernels run. The model gate is LeanDecoder's (`decode.supported_model`): Llama and
-Qwen2, full attention, sdpa or eager, no hooks, no autocast prefill; plus a RoPE whose frequencies
-do not depend on the length (no dynamic or longrope scaling). Anything else returns None and the
-sampler calls the model's forward.
-
-What it does not do: it does not replace `LeanDecoder` on the CPU, where attending only to the
-filled length is faster than attending to the whole capacity; and it does no sampling. The
-CUDA graph itself is captured in `engine/sampling/decode_graph.py`.
+Try it: tests/engine/sampling/test_decode_static.py (each step against the model's forward).
 """
 
 from __future__ import annotations
@@ -137,9 +121,12 @@ class StaticDecoder:
         blocked = torch.finfo(dtype).min
         mask = torch.full((N, 1, 1, capacity), blocked, dtype=dtype, device=device)
         mask[:, 0, 0, :P] = (attention == 0).to(dtype) * blocked  # (N, P): 0 at real tokens
-        self.mask = mask  # (N, 1, 1, capacity) additive: 0 open, dtype's min closed
+        # (N, 1, 1, capacity) additive: 0 open, dtype's min closed. Attention reads all of it,
+        # so its shape never changes; each new slot is opened as its token is written.
+        self.mask = mask
         self.first_position = positions[:, -1:] + 1  # (N, 1) position of the first new token
-        self.fed = torch.zeros(1, dtype=torch.long, device=device)  # (1,) tokens fed before
+        # (1,) tokens fed before: a device tensor, not a Python int that a graph would bake in
+        self.fed = torch.zeros(1, dtype=torch.long, device=device)
         self.tokens = torch.zeros(N, dtype=torch.long, device=device)  # (N,) this step's input
         self.steps = 0  # host-side count, only to refuse a step past the buffers' end
 

@@ -1,23 +1,18 @@
-"""Per-token log-probs of completions under a model, in memory that does not grow with the vocabulary.
+"""Per-token log-probs of completions under a model, in memory that does not grow with the vocab.
 
 `token_logps` scores completion tokens under any module (the policy, the old policy, the
 reference) at the sampling temperature. It runs the model's decoder for the final hidden states
-and turns them into log-probs with `fused_head.head_logps`, a chunk of tokens at a time, so the
+and turns them into log-probs with `fused_head.head_logps` a chunk of tokens at a time, so the
 logits alive at any time are one chunk's (≈64 MiB) in the forward and the backward, whatever the
-batch: at Qwen's 151,936-token vocabulary, keeping them all cost 74 MiB per 128-token row.
+batch; all of them would take 74 MiB per 128-token row at Qwen's 151,936-token vocabulary. Rows
+that repeat a prompt (a group's G rows) run it through the decoder once and share its keys and
+values (gradients flow back through the copy). Masked completion positions (after the first
+EOS) get log-prob 0, entropy 0 and no gradient: the loss never reads them. A model whose logits
+are not `output_embeddings(decoder(x))` (soft-capped or scaled logits; checked once per model)
+is scored through its own forward, a few rows at a time, its logits memory growing with the
+vocabulary again. Does not sample (rollout.py) or compute losses (grpo/loss.py).
 
-Rows that repeat a prompt (a group's G rows) run it through the decoder once and share its keys and
-values (gradients flow back through the copy): with a 40-token prompt and 64-token completions a
-third fewer token-passes in the reference pass and in the policy's forward and backward. Only the
-completion tokens the mask keeps are scored; masked positions (after the first EOS) get log-prob
-0 and entropy 0 and no gradient: the loss never reads them.
-
-A model whose logits are not `output_embeddings(decoder(x))` (soft-capped or scaled logits, a
-decoder transformers cannot find; checked once per model on a few tokens) is scored through its
-own forward, `logits_to_keep` completion positions, a few rows at a time: correct, but its logits
-memory grows with the vocabulary again.
-
-Does not sample (rollout.py) or compute losses (loss.py). Try it: tests/engine/ops/test_fused_logps.py.
+Try it: tests/engine/ops/test_fused_logps.py.
 """
 
 from __future__ import annotations
@@ -28,7 +23,8 @@ import weakref
 import torch
 
 from grpo_desktop.engine.ops.fused_head import head_logps, routing
-from grpo_desktop.engine.sampling.sampler import CACHE, expand_rows, out_cache, prompt_runs
+from grpo_desktop.engine.sampling.decoders import CACHE, out_cache
+from grpo_desktop.engine.sampling.sampler import expand_rows, prompt_runs
 
 PLAIN_LOGITS_BUDGET = 2**25  # the plain path: elements of (rows, C, V) logits at once (~128 MB)
 # Config fields of models that change their logits after the output layer.

@@ -1,12 +1,13 @@
-"""Sampling completions and scoring their tokens: one batched generate, then per-token log-probs.
+"""Sampling completions and scoring their tokens: one batched decode, then per-token log-probs.
 
-`generate_completions` samples all B·G completions of a step in one batched decode (sampler.py) and returns the
-completion tokens with their mask (padding and everything after the first EOS excluded).
-`token_logps` (engine/sampling/logps.py, imported here) recomputes log-probs of those tokens under any
-module (policy, old policy, reference) at the sampling temperature, holding one chunk of logits at
-a time and running each group's shared prompt once.
+`generate_completions` samples all B·G completions of a step in one batched decode (sampler.py)
+and returns the completion tokens with their mask (padding and everything after the first EOS
+excluded); a model whose forward does not take the sampler's arguments goes through `generate`.
+`token_logps` (logps.py, imported here) recomputes log-probs of those tokens under any module
+(policy, old policy, reference) at the sampling temperature, holding one chunk of logits at a
+time and running each group's shared prompt once.
 
-Does not compute rewards or losses. Try it: see tests/engine/sampling/test_rollout.py.
+Does not compute rewards or losses. Try it: tests/engine/sampling/test_rollout.py.
 """
 
 from __future__ import annotations

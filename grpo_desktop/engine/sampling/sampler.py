@@ -176,8 +176,7 @@ def expand_rows(cache, owner: torch.Tensor) -> bool:
     """Give row i of every layer's keys and values those of prompt run owner[i] (U -> N rows).
     False when the cache offers no way to do it. Uses index_select where the cache exposes its
     tensors: in the policy's backward pass its gradient is an index_add, where the advanced
-    indexing of `batch_select_indices` costs an index_put with accumulation, about 3 ms per
-    layer and tensor on the 25M benchmark model."""
+    indexing of `batch_select_indices` costs a slower index_put with accumulation."""
     layers = getattr(cache, "layers", None)
     if layers is not None and all(hasattr(x, "keys") and hasattr(x, "values") for x in layers):
         for layer in layers:
@@ -232,7 +231,7 @@ def _mergeable_lora_layers(model, half: bool = False) -> list:
     """The LoRA layers of a peft model when every one of them can be folded into its nn.Linear
     (one active adapter, no DoRA, no LoRA bias, not merged already; a float32 CPU weight, or a
     float16/bfloat16 one when `half`); else []. 4-bit and 8-bit bases cannot be folded."""
-    if "peft" not in sys.modules:  # no peft model before peft is imported: spare its 2-3 s import
+    if "peft" not in sys.modules:  # no peft model before peft is imported: spare its slow import
         return []
     try:
         from peft import PeftModel
