@@ -1,7 +1,7 @@
-"""Load the policy: any causal LM from a local folder or hub id, with LoRA, 8-bit or 4-bit (QLoRA).
+"""Load the policy: any causal LM from a local folder or hub id, with LoRA, 8-bit or 4-bit QLoRA.
 
-The reference policy for the KL penalty is the same model with its LoRA adapter disabled, so there is
-one copy of the weights. Only full fine-tuning with β > 0 keeps a second, frozen copy.
+The reference policy for the KL penalty is the same model with its LoRA adapter disabled, so
+there is one copy of the weights; only full fine-tuning with β > 0 keeps a second, frozen copy.
 
 Precision: "auto" is bfloat16 on CUDA GPUs that run it natively (compute capability 8.0 on) and
 float32 elsewhere (`auto_dtype`). Full fine-tuning in a half precision keeps float32 master
@@ -9,9 +9,9 @@ weights and runs the model's forward under autocast: AdamW's small updates land 
 most of them round away). QLoRA keeps embeddings, norms and the output layer in the compute dtype
 (peft's preparation would make them float32). Unquantized models load straight to the GPU.
 
-Does not generate or compute losses (see rollout.py and trainer.py). Try it:
-    python -c "from grpo_desktop.engine.models.loading import *; from grpo_desktop.engine.config import \
-TrainConfig; m = load_policy(TrainConfig()); print(m.describe())"
+Does not generate or compute losses (sampling/rollout.py, grpo/loss.py). Try it:
+    python -c "from grpo_desktop.engine.models.loading import load_policy; \
+from grpo_desktop.engine.config import TrainConfig; print(load_policy(TrainConfig()).describe())"
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from grpo_desktop.engine.models.remote_code import RemoteCodePermission, check_p
 from grpo_desktop.engine.ops.kernels import checkpoint_contexts
 
 BUILTIN_PREFIX = "builtin:"
-# The backward recomputes checkpointed layers with the oneDNN routing their forward had (kernels.py).
+# The backward recomputes checkpointed layers with the oneDNN routing their forward had
+# (ops/kernels.py).
 CHECKPOINTING = {"use_reentrant": False, "context_fn": checkpoint_contexts}
 
 
@@ -180,8 +181,9 @@ def resolve_model_path(name_or_path: str) -> str:
     if os.path.isdir(expanded):
         if not os.path.isfile(os.path.join(expanded, "config.json")):
             raise ModelError(
-                f"The folder {expanded} has no config.json, so it is not a Hugging Face model folder. "
-                "Choose the folder that contains config.json and the weights (*.safetensors)."
+                f"The folder {expanded} has no config.json, so it is not a Hugging Face model "
+                "folder. Choose the folder that contains config.json and the weights "
+                "(*.safetensors)."
             )
         return expanded
     looks_local = name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
@@ -217,7 +219,7 @@ def _quiet_transformers() -> None:
         "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
     )
     # bitsandbytes logs "MatMul8bitLt: inputs will be cast from torch.float32 to float16 during
-    # quantization" on every 8-bit product whose input is not float16: 1,792 lines in one step.
+    # quantization" on every 8-bit product whose input is not float16: thousands in one step.
     # Said once, it is worth knowing; the filter lets the first one through.
     bnb_log = logging.getLogger("bitsandbytes.autograd._functions")
     if not any(isinstance(f, _OnceFilter) for f in bnb_log.filters):
@@ -242,7 +244,7 @@ def load_tokenizer(
     path: str, trust_remote_code: bool = False, remote_code: RemoteCodePermission | None = None
 ):
     """The tokenizer in `path`. Its own code runs only when the setting asks for it and
-    `remote_code` covers that code (engine/models/remote_code.py); else this refuses with a message."""
+    `remote_code` covers that code (remote_code.py); else this refuses with a message."""
     from transformers import AutoTokenizer
 
     trust = check_permission(trust_remote_code, path, remote_code)
@@ -277,7 +279,8 @@ def _quantization(cfg: TrainConfig, dtype: torch.dtype):
 def _disable_cpu_4bit_packing(model) -> None:
     """bitsandbytes 0.50 repacks 4-bit weights for a faster CPU kernel on the first no-grad eval
     forward (generation); later training forwards then use a kernel without autograd, silently
-    dropping the input gradients that earlier layers' LoRA adapters need. Keep the trainable path."""
+    dropping the input gradients that earlier layers' LoRA adapters need. Keep the trainable
+    path."""
     import bitsandbytes as bnb
 
     for module in model.modules():

@@ -1,23 +1,18 @@
 """A model's own Python code: what it is, its fingerprint, and the permission to run it.
 
 `model.trust_remote_code` lets transformers import Python that ships with a model or tokenizer
-(the `.py` files beside config.json that its `auto_map` names) — code from wherever the model,
-the session or the run folder came from. This module finds that code (`code_to_trust`: the base
-model and, for a run, the full-weight folders of its checkpoints), fingerprints each folder's
-code (SHA-256 over every `.py` file's name and bytes, the `auto_map` entries and the setting —
-not the folder's path, so a copied or moved folder with the same code is the same code), and
-defines `RemoteCodePermission`: the only way to make `engine.models.loading` load with
-`trust_remote_code=True`. The caller that asked the user (`--trust-remote-code`, the window's
-trust question) hands it down; a loader given none, or one for other code, refuses
-(`check_permission`).
+(the `.py` files its config's `auto_map` names), code from wherever the model, the session or
+the run folder came from. This module finds that code (`code_to_trust`: the base model and, for
+a run, the full-weight folders of its checkpoints), fingerprints it (SHA-256 over every `.py`
+file's name and bytes, the `auto_map` entries and the setting, not the folder's path: a moved
+copy is the same code) and defines `RemoteCodePermission`, the only way to make loading.py run
+it. The caller that asked the user (`--trust-remote-code`, the window's question) hands it down;
+a loader given none, or one for other code, refuses (`check_permission`). A folder with neither
+`.py` files nor an `auto_map` needs no permission; a hub id always does (its code is what the
+Hub serves). Which code the user trusts is remembered by `session.trust.TrustStore`, not here.
 
-A folder with neither `.py` files nor an `auto_map` has no code of its own to run, so it needs no
-permission. A hub id always does: its code is what the Hub serves when it is downloaded (the
-fingerprint covers the id and whatever copy is in the local cache).
-
-It decides nothing: which code the user trusts is remembered by `session.trust.TrustStore`.
-Torch-free. Try it:
-    python -c "from grpo_desktop.engine.models.remote_code import *; print(folder_code('some/model'))"
+Torch-free. Try it:  python -c "from grpo_desktop.engine.models.remote_code import model_code; \
+print(model_code('org/model'))"
 """
 
 from __future__ import annotations
@@ -57,7 +52,8 @@ class ModelCode:
     def describe(self) -> str:
         """One line for a message: where the code is and what it is."""
         if self.source.startswith(HUB):
-            return f"the Hugging Face Hub model {self.source[len(HUB) :]} (its code is what the Hub serves)"
+            hub_id = self.source[len(HUB) :]
+            return f"the Hugging Face Hub model {hub_id} (its code is what the Hub serves)"
         what = ", ".join(self.files[:6]) + (" …" if len(self.files) > 6 else "")
         if not self.files:
             what = "no .py file, but its auto_map fetches code: " + "; ".join(self.auto_map)

@@ -1,31 +1,16 @@
 """Realistic-shape test models: a real model family's width, vocabulary and tokenizer behaviour,
 random weights and two layers, saved as a local folder that load_policy opens like any other.
 
-`engine/models/tiny.py`'s models are right for speed but hide what real models do: a 151,936-token
-vocabulary (logits memory), several EOS ids in generation_config.json, no pad token, a BOS that
-the tokenizer adds itself, chat templates that write the BOS and a default system prompt, a
-generation_config with its own sampling settings. These shapes reproduce exactly that:
-
-- qwen2.5-0.5b-shaped: Qwen2 with Qwen2.5-0.5B-Instruct's width (hidden 896, 14 heads, 2 KV heads,
-  intermediate 4864, tied embeddings, rope theta 1e6) and vocabulary layout: 151,643 byte-level BPE
-  entries plus Qwen's 22 added tokens (151,665 tokenizer ids; the embedding has 151,936 rows, as
-  the real one does). pad = <|endoftext|>, eos = <|im_end|>, generation_config eos [151645, 151643]
-  and the instruct model's sampling settings (repetition_penalty 1.1, top_k 20 ...); ChatML with a
-  default system prompt; no BOS.
-- qwen2.5-0.5b-shaped-nopad: the same without a pad token.
-- qwen2.5-1.5b-shaped: the same tokenizer with Qwen2.5-1.5B's width (hidden 1536, 12 heads, 2 KV
-  heads, intermediate 8960, tied embeddings), for bench/gpu.py at its full 28 layers.
-- llama-3-shaped: Llama-3.2-Instruct's tokenizer (128,000 BPE entries + 256 specials = 128,256),
-  BOS <|begin_of_text|> added by the tokenizer, no pad, eos <|eot_id|>, generation_config eos
-  [128001, 128008, 128009], the Llama-3 chat template (it writes the BOS itself) with a system
-  header; a small width (hidden 256).
-- llama-3-base-shaped: base Llama-3: eos <|end_of_text|>, no chat template.
-
-The BPE merges are learnt in well under a second from a small corpus generated here; the rest of
-the vocabulary is filler entries (" w123") that no text encodes to but a model can emit. Weights
-are bfloat16 (the 0.5B-shaped folder is ~330 MB). `favour=` makes a model that emits one token
-whatever the input (its embedding dominates the final hidden state), for EOS tests. Not a real
-model: nothing here is downloaded, and the outputs are noise.
+tiny.py's models are right for speed but hide what real models do: a 151,936-token vocabulary
+(logits memory), several EOS ids in generation_config.json, no pad token, a BOS that the
+tokenizer adds itself, chat templates that write the BOS and a default system prompt, a
+generation_config with its own sampling settings. `SHAPES` reproduces exactly that for Qwen2.5
+(0.5B and 1.5B widths, with and without a pad token) and Llama-3 (instruct and base); each
+entry says what it copies. The BPE merges are learnt quickly from a small corpus generated here;
+the rest of the vocabulary is filler entries (" w123") that no text encodes to but a model can
+emit. Weights are bfloat16 (the 0.5B-shaped folder is ~330 MB). `favour=` makes a model that
+emits one token whatever the input (its embedding dominates the final hidden state), for EOS
+tests. Not a real model: nothing here is downloaded, and the outputs are noise.
 
 Try it:  python -m grpo_desktop.engine.models.shapes /tmp/qwen-shaped --shape qwen2.5-0.5b-shaped
 """
@@ -130,12 +115,20 @@ _LLAMA = dict(
                             "low_freq_factor": 1.0, "original_max_position_embeddings": 8192}},
 )  # fmt: skip
 SHAPES = {
+    # Qwen2.5-0.5B-Instruct's width (hidden 896, 14/2 heads, tied embeddings, rope theta 1e6) and
+    # vocabulary layout: 151,643 byte-level BPE entries plus Qwen's 22 added tokens (151,665 ids;
+    # 151,936 embedding rows, as the real one has); pad <|endoftext|>, eos <|im_end|>, the
+    # instruct model's generation_config (two EOS ids, repetition_penalty, top_k ...); ChatML with
+    # a default system prompt; no BOS.
     "qwen2.5-0.5b-shaped": Shape(**_QWEN, pad="<|endoftext|>"),
-    "qwen2.5-0.5b-shaped-nopad": Shape(**_QWEN, pad=None),
+    "qwen2.5-0.5b-shaped-nopad": Shape(**_QWEN, pad=None),  # the same without a pad token
     # Qwen2.5-1.5B-Instruct's width (28 layers in the real model): for bench/gpu.py at full depth.
     "qwen2.5-1.5b-shaped": Shape(
         **{**_QWEN, "hidden": 1536, "heads": 12, "intermediate": 8960}, pad="<|endoftext|>"
     ),
+    # Llama-3.2-Instruct's tokenizer (128,000 BPE entries + 256 specials), a BOS the tokenizer
+    # adds, no pad, three EOS ids, the Llama-3 chat template (it writes the BOS itself) with a
+    # system header; a small width (hidden 256).
     "llama-3-shaped": Shape(
         **_LLAMA,
         eos="<|eot_id|>",
@@ -148,7 +141,7 @@ SHAPES = {
             "top_p": 0.9,
         },
     ),
-    "llama-3-base-shaped": Shape(
+    "llama-3-base-shaped": Shape(  # base Llama-3: eos <|end_of_text|>, no chat template
         **_LLAMA,
         eos="<|end_of_text|>",
         template=None,
