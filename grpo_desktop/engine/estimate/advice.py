@@ -2,7 +2,7 @@
 
 `advise` tries, one at a time, the changes a hobbyist can make in the settings (4-bit, LoRA
 instead of full fine-tuning, gradient checkpointing, a smaller group size G, fewer prompts per
-step, shorter completions, micro-batch auto), recomputes the estimate with estimate_math, and
+step, shorter completions, micro-batch auto), recomputes the estimate with formulas.py, and
 returns those that lower the memory needed, ordered by the figure they bring it to. Each names the
 setting as the settings panel labels it ("Quantization → 4-bit") and carries the config change
 itself (`change`, for TrainConfig.replace), so a caller can apply it.
@@ -10,6 +10,7 @@ itself (`change`, for TrainConfig.replace), so a caller can apply it.
 Torch-free. Does not combine changes (the first that fits is the advice; the list shows the
 rest), and never suggests a change that makes the run a different experiment without saying so
 (smaller G or shorter completions change what is learnt: the text says what it trades).
+Try it:  grpo-desktop estimate --demo --free-gb 0.5  (its "To make it fit" lines)
 """
 
 from __future__ import annotations

@@ -4,25 +4,14 @@
 from the local cache, else only config.json is downloaded), builds the model on torch's meta
 device to count its parameters (no weights are read or allocated; tied matrices count once, and
 4-bit models count real weights, not packed bytes), finds the device's free memory and speed
-(CUDA: its properties; CPU: a ≤ 0.3 s matmul and copy timing, once per process) and hands the
-numbers to engine/estimate/formulas.py (memory) and estimate_time.py (seconds). The result is a
-plain JSON-serialisable dict:
+(CUDA: its properties; CPU: a short matmul and copy timing, once per process) and hands the
+numbers to formulas.py (memory) and timing.py (seconds): a JSON-serialisable dict whose
+memory.total compares with the run's measured peak (peak RSS on the CPU, max_memory_allocated
+on CUDA; memory.needed adds what CUDA holds outside it, and is what `fits` compares with the
+free memory). The prompt length is measured on the first rows of the data with the model's
+tokenizer when that is quick (the built-in data, a local file), else assumed (notes say which).
 
-    {"model": {"name", "params", "trainable", "layers", "hidden", "vocab", ...},
-     "device": {"kind", "name", "free_bytes", "total_bytes", ...},
-     "memory": {"weights", "adapters_optimizer", "activations", "logits", "kv_cache",
-                "overhead", "total", "weights_detail": {"4bit": …, "bf16": …}, ...},
-     "rows_per_pass", "seconds_per_step", "seconds_detail": {"sampling", "training"},
-     "fits", "headroom_bytes", "advice": [str, ...], "advice_detail": [...], "notes": [...]}
-
-memory.total is comparable with the run's measured peak: peak RSS on the CPU,
-torch.cuda.max_memory_allocated on CUDA (memory.needed adds what CUDA holds outside it, and is
-what `fits` compares with the free memory). Prompt length: measured on the first rows of the
-data with the model's tokenizer when that is quick (the built-in arithmetic data, a local file),
-else assumed (notes say which); `prompt_tokens=` overrides it.
-
-Does not load weights, run the model or reserve memory. Try it:
-    grpo-desktop estimate --demo
+Does not load weights, run the model or reserve memory. Try it:  grpo-desktop estimate --demo
 """
 
 from __future__ import annotations
@@ -286,7 +275,16 @@ def estimate_run(
     model's config cannot be read (a missing folder, an uncached hub id while offline). `gpu`:
     the CUDA device's properties read elsewhere (the app's device probe: name, total_memory,
     major, minor, multi_processor_count, clock_rate, memory_clock_rate, memory_bus_width);
-    with it, device="cuda" and `free_bytes`, nothing here queries CUDA."""
+    with it, device="cuda" and `free_bytes`, nothing here queries CUDA. `prompt_tokens`
+    overrides the measured prompt length. Returns a JSON-serialisable dict:
+
+        {"model": {"name", "params", "trainable", "layers", "hidden", "vocab", ...},
+         "device": {"kind", "name", "free_bytes", "total_bytes", ...},
+         "memory": {"weights", "adapters_optimizer", "activations", "logits", "kv_cache",
+                    "overhead", "total", "weights_detail": {"4bit": …, "bf16": …}, ...},
+         "rows_per_pass", "seconds_per_step", "seconds_detail": {"sampling", "training"},
+         "fits", "headroom_bytes", "advice": [str, ...], "advice_detail": [...], "notes": [...]}
+    """
     config, path = read_model_config(cfg.model.name_or_path)
     params, notes = count_params(config, path, cfg)
     shape = ModelShape.from_config(config)

@@ -1,40 +1,17 @@
-"""The arithmetic of the memory and time estimate before Start: plain numbers in, a dict out.
+"""The arithmetic of the memory estimate before Start: plain numbers in, a dict out.
 
-`engine/estimate/fit.py` reads the model's sizes (config.json on the meta device) and the device, then
-calls `memory` here (and `seconds` in engine/estimate/timing.py). Torch-free, so the settings side
-can recompute them as settings change. Calibrated against bench/estimate.py's measured runs (README there).
-
-Peak memory of a run is modelled as what stays for the whole run plus the largest of its three
-phases (sampling's memory is freed before the training passes start, theirs before AdamW steps):
+fit.py reads the model's sizes (config.json on the meta device) and the device, then calls
+`memory` here (and `seconds` in timing.py). Torch-free, so the settings side can recompute it as
+settings change. A run's peak is modelled as what stays for the whole run plus the largest of its
+three phases (sampling's memory is freed before the training passes start, theirs before AdamW
+steps), each term one function below, its constants calibrated on bench/estimate.py's runs:
     total = overhead + weights + adapters_optimizer + max(activations + logits,
                                                           kv_cache + sampling_other,
                                                           optimizer_step)
-- weights: the model as loaded (engine/models/loading.py): 4-bit NF4 (½ byte a weight plus its
-  absmax) or 8-bit decoder projections with everything else in the compute dtype (QLoRA keeps
-  embeddings, norms and head there); float32 master weights for full fine-tuning in a half
-  precision; the frozen reference copy (full fine-tuning with β > 0) in the compute dtype.
-- adapters_optimizer: LoRA adapters in float32 (peft upcasts them), their gradients and AdamW's
-  two moments, 16 bytes a trainable weight; for full fine-tuning gradients and moments in the
-  master weights' dtype (3 × 4 bytes).
-- activations: what autograd keeps for the rows one pass takes (`pass_activation_bytes`; the
-  rows as micro_batch.py's auto chooses them from the memory left after the weights);
-  logits: one chunk of the fused output layer, and with full fine-tuning its weight gradient's
-  temporary.
-- kv_cache: keys and values of all B·G rows over prompt + completion (the CPU's lean decoder
-  keeps the prefill's cache beside its buffers); sampling_other: the sampled rows' float32 logits
-  (a few copies), the prefill's activations and, with LoRA on the CPU, the merged weights.
-- optimizer_step: AdamW's temporaries while it updates the weights (after the passes).
-- overhead: on the CPU the process itself (Python, torch, transformers, the app: the measured
-  peak RSS of a run too small to count), bitsandbytes' runtime when quantized, and a share of the
-  dynamic memory the C heap keeps;
-  on CUDA the cuBLAS workspace and rounding, while the CUDA context and torch's cache (outside
-  `max_memory_allocated`) are `outside_total`, counted only when comparing with free memory.
+Does not read files or touch a device. Models that are not decoder-only transformers of the
+Llama family's layout are read the same way: the estimate is as good as that resemblance.
 
-Seconds per step: engine/estimate/timing.py.
-
-Does not read files or touch a device; does not cover models that are not decoder-only
-transformers of the Llama family's layout (their sizes are read the same way, and the estimate
-is as good as that resemblance).
+Try it:  grpo-desktop estimate --demo
 """
 
 from __future__ import annotations
@@ -51,17 +28,15 @@ from grpo_desktop.engine.estimate.memory import (
 
 MiB = 2**20
 CHUNK_ELEMENTS = 2**24  # the fused head's logits per chunk (engine/ops/fused_head.py, kept in step)
-# A run's process before its own tensors: 439 MiB peak RSS for a process that only imports
-# torch, transformers, peft and the engine (bench/estimate.py --baseline); 588 MiB for a whole
-# run of the demo (1.6M parameters) with one row of 16 tokens per pass, which also imports the
-# reward checkers, tokenizer and data code and starts torch's threads. The latter, less the
-# demo's own ~28 MiB, is what every run pays.
+# A run's process before its own tensors (Python, torch, transformers, peft, the engine, the
+# reward checkers, tokenizer and data code, torch's threads): the peak RSS of a demo run too
+# small to count, less the demo's own memory (bench/README.md, `estimate.py`).
 CPU_BASELINE_BYTES = 560 * MiB
 # bitsandbytes on the CPU: its library and buffers after one 4-bit forward and backward, beyond
-# the weights (bench/estimate.py --baseline: 439 → 515 MiB with a 17 MiB weight, so ≈ 60-70 MiB).
+# the weights (bench/estimate.py --baseline).
 BNB_CPU_RUNTIME_BYTES = 70 * MiB
-CPU_ALLOCATOR_SHARE = 0.12  # of the dynamic memory: what the C heap keeps after frees (fitted:
-# without it the five shapes of bench/estimate.py came out 0-18 % low, 6 % on average)
+# Of the dynamic memory: what the C heap keeps after frees (fitted on bench/estimate.py's runs).
+CPU_ALLOCATOR_SHARE = 0.12
 CUDA_WORKSPACE_BYTES = 32 * MiB  # cuBLAS workspace (inside the caching allocator)
 CUDA_CONTEXT_BYTES = 600 * MiB  # CUDA context and kernels: not in max_memory_allocated
 CUDA_CACHE_SHARE = 0.10  # of the total: blocks torch's allocator reserves but does not use
@@ -141,8 +116,11 @@ class Settings:
 
 
 def weights_detail(p: Params, s: Settings) -> dict[str, int]:
-    """Bytes of the loaded weights by storage: {"4bit": …, "bf16": …} (the reference copy of
-    full fine-tuning with β > 0 is included under its dtype)."""
+    """Bytes of the loaded weights by storage: {"4bit": …, "bf16": …}, as loading.py loads them:
+    4-bit NF4 (½ byte a weight plus its absmax) or 8-bit decoder projections with everything else
+    in the compute dtype (QLoRA keeps embeddings, norms and head there); float32 master weights
+    for full fine-tuning in a half precision; the frozen reference copy of full fine-tuning with
+    β > 0 in the compute dtype."""
     b, name = s.dtype_bytes, DTYPE_NAMES.get(s.dtype, s.dtype)
     out: dict[str, int] = {}
     if s.quant == "4bit":
@@ -166,7 +144,9 @@ def trainable(p: Params, s: Settings) -> int:
 
 
 def optimizer_bytes(p: Params, s: Settings) -> int:
-    """Trainable weights' own extra memory: LoRA adapters (float32), gradients, AdamW moments."""
+    """Trainable weights' own extra memory: LoRA adapters in float32 (peft upcasts them), their
+    gradients and AdamW's two moments, 16 bytes a weight; for full fine-tuning gradients and
+    moments in the master weights' float32 (3 × 4 bytes)."""
     if s.lora:
         return p.lora * (4 + 4 + 8)
     return p.total * 3 * 4  # float32 (master) weights: float32 gradients and moments
@@ -217,8 +197,8 @@ def sampling_other_bytes(shape: ModelShape, p: Params, s: Settings, device_kind:
 
 
 def pass_rows(shape: ModelShape, p: Params, s: Settings, dev: Device, resident: int) -> int:
-    """Rows per pass of the policy, as engine/estimate/micro_batch.py picks them: the fixed setting, or
-    (auto) what fits in the memory left after `resident` bytes, on the CPU at most 768 MiB."""
+    """Rows per pass of the policy, as micro_batch.py picks them: the fixed setting, or (auto)
+    what fits in the memory left after `resident` bytes, on the CPU at most 768 MiB."""
     if s.micro_batch > 0:
         return max(1, min(s.micro_batch, s.rows))
     per_row = row_bytes(shape, s)
@@ -235,7 +215,7 @@ def pass_rows(shape: ModelShape, p: Params, s: Settings, dev: Device, resident: 
 
 def logits_bytes(shape: ModelShape, s: Settings, rows: int) -> int:
     """The fused head's chunk of float32 logits, about three copies alive at once (the logits,
-    their softmax, the product that turns it into d logp / dh: memory_estimate.fixed_pass_bytes),
+    their softmax, the product that turns it into d logp / dh: memory.fixed_pass_bytes),
     never more tokens than a pass has; with full fine-tuning also the output weight's gradient
     temporary."""
     tokens = min(chunk_tokens(shape.vocab), rows * s.completion_tokens)
@@ -254,12 +234,12 @@ def chunk_tokens(vocab: int) -> int:
 
 def pass_activation_bytes(shape: ModelShape, s: Settings, rows: int) -> int:
     """What a policy pass of `rows` completions keeps for its backward, counted from the tensors
-    autograd saves (measured with saved-tensor hooks on the demo and the 0.5B-shaped model, LoRA,
-    QLoRA and full, within 3 %): per token and layer the layer's input, both norms' outputs, the
-    residual after attention, queries, keys and values before and after the rotary embedding and
-    the attention output with its contiguous copy (8H + 3 KV widths), the MLP's gate, up,
-    activation and product (4I), and with LoRA each projection's rank-r intermediate (7r), without
-    it about 4H more (the inputs the weight gradients need); in a half precision each norm's
+    autograd saves (checked with saved-tensor hooks on the demo and the 0.5B-shaped model, LoRA,
+    QLoRA and full: bench/README.md, `estimate.py`): per token and layer the layer's input, both
+    norms' outputs, the residual after attention, queries, keys and values before and after the
+    rotary embedding and the attention output with its contiguous copy (8H + 3 KV widths), the MLP's
+    gate, up, activation and product (4I), and with LoRA each projection's rank-r intermediate (7r),
+    without it about 4H more (the inputs the weight gradients need); in a half precision each norm's
     float32 copy and output (4H float32 a norm). Attention weights are not kept (the SDPA kernels
     save only their log-sum-exp). Per token and not per layer: the final hidden state and its
     gradient for the output layer (4H float32). A group's prompt runs once per pass (prompt
@@ -278,7 +258,7 @@ def pass_activation_bytes(shape: ModelShape, s: Settings, rows: int) -> int:
 
 
 def row_bytes(shape: ModelShape, s: Settings) -> int:
-    """memory_estimate's per-row figure, which the engine's micro-batch "auto" uses to choose."""
+    """memory.py's per-row figure, which the engine's micro-batch "auto" uses to choose."""
     return activation_bytes_per_row(
         shape,
         s.prompt_tokens + s.completion_tokens,
@@ -306,6 +286,9 @@ def memory(shape: ModelShape, p: Params, s: Settings, dev: Device) -> dict:
     phases = {"training": activations + logits, "sampling": kv + other, "optimizer": step}
     peak = max(phases.values())
     dynamic = optim + peak
+    # CPU: the process itself, bitsandbytes' runtime when quantized, and what the C heap keeps;
+    # CUDA: the cuBLAS workspace, while the CUDA context and torch's cache (outside
+    # max_memory_allocated) are `outside`, counted only when comparing with free memory.
     if dev.kind == "cpu":
         overhead = CPU_BASELINE_BYTES + int(CPU_ALLOCATOR_SHARE * dynamic)
         overhead += BNB_CPU_RUNTIME_BYTES if s.quant != "none" else 0

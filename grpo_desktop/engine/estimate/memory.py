@@ -2,32 +2,16 @@
 
 The micro-batch "auto" setting (algorithm.micro_batch_size = 0) asks `rows_per_pass` how many
 completions one forward/backward pass of the policy may take, given the memory free now and
-`activation_bytes_per_row` for the model's shape. Torch-free (plain numbers in, plain numbers
-out), so the settings side can show an estimate before anything loads.
+`activation_bytes_per_row` for the model's shape (what autograd keeps per token and layer of a
+Llama-family model). On the CPU "auto" also stops at CPU_PASS_BYTES of activations per pass
+(`cpu_rows_cap`). Torch-free (plain numbers in and out), so the settings side can show it before
+anything loads. Not counted: weights, gradients and optimizer state (they do not grow with the
+rows), the sampling KV cache, the allocator's fragmentation (hence `rows_per_pass` uses only part
+of the free memory). Calibrated on the CPU against peak RSS on the Qwen2.5-0.5B-shaped model
+(bench/memory.py), not on every architecture: an estimate, not a guarantee; a CUDA
+out-of-memory inside a step halves the rows and redoes the pass (micro_batch.py).
 
-What is counted, per token and decoder layer of a Llama-family model (Llama, Qwen2, Mistral …)
-while the policy's backward pass is pending, in bytes of the compute dtype unless noted:
-- the tensors autograd keeps: the normed inputs of the attention and MLP blocks (H each), the
-  queries, keys and values after rotary embedding and the attention output (4H, with keys and
-  values repeated to all heads as transformers does for grouped-query attention), the input of
-  the output projection (H), the MLP's gate, up, activation and product (4I), and per LoRA
-  module its rank-r intermediate (7r);
-- each RMSNorm's float32 internals (3H float32 per norm, two norms);
-- the attention weights (heads × T per token, T the row's tokens), as if the attention kernel
-  materialised them (on CUDA's flash kernels it does not: an overestimate there).
-With gradient checkpointing only each layer's input (H) stays, plus one layer's worth while it is
-recomputed. Per row and not per layer: the embedding output, the final hidden states and their
-gradient (4H). The output layer's logits are one chunk whatever the batch (engine/ops/fused_head.py):
-`fixed_pass_bytes`, not per row.
-
-On the CPU "auto" also stops at CPU_PASS_BYTES of activations per pass (`cpu_rows_cap`): more ran
-no faster there, and the RAM is the rest of the computer's too.
-
-Not counted: weights, gradients and optimizer state (they do not grow with the rows), the sampling
-KV cache, the allocator's fragmentation (hence `rows_per_pass` uses only part of the free memory).
-Calibrated on the CPU against peak RSS on the Qwen2.5-0.5B-shaped model (bench/memory.py), not
-against every architecture: an estimate, not a guarantee; a CUDA out-of-memory inside a step
-halves the rows and redoes the pass (engine/estimate/micro_batch.py).
+Try it:  grpo-desktop estimate --demo  (its "rows per pass")
 """
 
 from __future__ import annotations
@@ -38,11 +22,9 @@ from typing import Any
 LORA_MODULES = 7  # q, k, v, o, gate, up, down
 USABLE_FRACTION = 0.5  # of the free memory, for a pass's activations (the rest: fragmentation,
 # the optimizer's and the allocator's temporaries, other programs)
-# On the CPU a pass holding more activations than this runs no faster per token, so "auto" stops
-# there and leaves the RAM to the rest of the computer. Measured on the Qwen2.5-0.5B-shaped model
-# (2 layers, LoRA, 2 loaded cores; ≈ 54 MiB estimated per row of 70 + 128 tokens): the policy
-# pass over 32 rows took 76-88 s in one pass, 54-84 s in passes of 16 rows and 55-79 s in passes
-# of 8. Small models stay whole: the demo's 32 rows of 160 tokens are ≈ 590 MiB.
+# On the CPU a pass holding more activations than this runs no faster per token (bench/README.md,
+# "Where the speed comes from"), so "auto" stops there and leaves the RAM to the rest of the
+# computer. Small models stay whole: the demo's 32 rows of 160 tokens are ≈ 590 MiB.
 CPU_PASS_BYTES = 768 * 2**20
 
 
@@ -89,7 +71,17 @@ def activation_bytes_per_row(
     checkpointing: bool = False,
 ) -> int:
     """Bytes the policy's forward keeps for its backward for one completion row of `tokens`
-    tokens (prompt + completion; with prompt sharing the prompt counts once per group)."""
+    tokens (prompt + completion; with prompt sharing the prompt counts once per group). Per token
+    and layer, in the compute dtype unless noted: the normed inputs of the attention and MLP
+    blocks (2H), queries, keys, values after the rotary embedding and the attention output (4H,
+    keys and values repeated to all heads as transformers does for grouped-query attention), the
+    output projection's input (H), the MLP's gate, up, activation and product (4I), each LoRA
+    module's rank-r intermediate (7r); each RMSNorm's float32 internals (3H float32, two norms);
+    the attention weights (heads × tokens), as if materialised (CUDA's flash kernels do not: an
+    overestimate there). With gradient checkpointing only each layer's input (H) stays, plus one
+    layer's worth while it is recomputed. Per token, not per layer: the embedding output, the
+    final hidden states and their gradient (4H). The output layer's chunk of logits is
+    `fixed_pass_bytes`, not per row."""
     H, inter, b = shape.hidden, shape.intermediate, dtype_bytes
     kept = (2 * H + 4 * H + H + 4 * inter + LORA_MODULES * lora_r) * b + 2 * 3 * H * 4
     scores = shape.heads * tokens * b  # per token: its row of attention weights

@@ -1,17 +1,17 @@
 """Rows per pass of a GRPO step: a fixed number, or "auto" from the memory free now.
 
 algorithm.micro_batch_size = 0 ("auto", the default) lets `RowsPerPass.choose` pick how many
-completions each forward/backward pass takes: as many as fit, by memory_estimate.py's per-row
-estimate, in the free memory of the device (CUDA: `mem_get_info` plus what torch's allocator holds
-unused; CPU: the host's available RAM), and on the CPU no more than 768 MiB of activations per
-pass (memory_estimate.CPU_PASS_BYTES: larger passes ran no faster there). A CUDA out-of-memory
-inside a step's passes makes `step.grpo_step` halve the rows and redo the pass it was in
-(gradients of the failed pass are dropped, nothing is applied twice); the halved number stays
-the most for the rest of the run. A fixed micro_batch_size is used as it is, and an
-out-of-memory then ends the run with advice.
+completions each forward/backward pass takes: as many as fit, by memory.py's per-row estimate,
+in the free memory of the device (CUDA: `mem_get_info` plus what torch's allocator holds unused;
+CPU: the host's available RAM), and on the CPU no more than memory.CPU_PASS_BYTES of activations
+per pass. A CUDA out-of-memory inside a step's passes makes grpo/step.py's `grpo_step` halve the
+rows and redo the pass it was in (gradients of the failed pass are dropped, nothing is applied
+twice); the halved number stays the most for the rest of the run. A fixed micro_batch_size is
+used as it is, and an out-of-memory then ends the run with advice. The CPU has no
+out-of-memory exception to catch (the kernel kills the process), so there "auto" relies on the
+estimate alone. Does not run passes itself (grpo/step.py does).
 
-The CPU has no out-of-memory exception to catch (the kernel kills the process instead), so
-there "auto" relies on the estimate alone. Does not run passes itself (step.py does).
+Try it: tests/engine/estimate/test_micro_batch.py.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ session). Without `device` it is `estimate_run`'s own choice.
 
 No request can end it (a bad line is an error answer); end of input ends it. It does not queue
 or drop requests: the app sends one at a time (ui/panels/estimate_process.py). Try it:
-    echo '{"id": 1, "config": null}' | python -m grpo_desktop.engine.estimate.server
+    echo '{"id": 1, "config": {}}' | python -m grpo_desktop.engine.estimate.server
 """
 
 from __future__ import annotations

@@ -1,15 +1,16 @@
 """The time half of the estimate before Start: rough seconds of one GRPO step, by phase.
 
-Seconds per step are rough: decode is memory-bound (every token reads every weight: weight
-bytes / bandwidth) or compute-bound (2 · parameters · rows FLOPs), plus a host overhead per
-token and layer; prefill and training passes cost 2 · parameters FLOPs per token forward, twice
-that again for the backward of full fine-tuning (LoRA's backward skips the frozen weights'
-gradients), the reference pass when β > 0, a recomputation with gradient checkpointing; all
-divided by the device's throughput (engine/estimate/fit.py measures or reads it).
+Decode is memory-bound (every token reads every weight: weight bytes / bandwidth) or
+compute-bound (2 · parameters · rows FLOPs), plus a host overhead per token and layer; prefill
+and training passes cost 2 · parameters FLOPs per token forward, twice that again for the
+backward of full fine-tuning (LoRA's backward skips the frozen weights' gradients), the
+reference pass when β > 0, a recomputation with gradient checkpointing; all divided by the
+device's throughput (fit.py measures or reads it). The constants were fitted on an idle 2-core
+CPU against bench/estimate.py's five shapes and bench/realistic.py's workload, phase by phase
+(bench/README.md); the CUDA ones come from host-time measurements of an eager decode step and
+are not yet checked on a GPU. Torch-free, like formulas.py.
 
-The constants were fitted on an idle 2-core CPU against bench/estimate.py's five shapes and
-bench/realistic.py's workload, phase by phase (bench/README.md); on CUDA they are read from
-issue 14's measurements and not yet checked on a GPU. Torch-free, like estimate_math.py.
+Try it:  grpo-desktop estimate --demo  (its "Step" line)
 """
 
 from __future__ import annotations
@@ -27,26 +28,23 @@ from grpo_desktop.engine.estimate.formulas import (
 from grpo_desktop.engine.estimate.memory import ModelShape
 
 # Host work per decoded token and layer (CPU: in matmul FLOP-equivalents, so it scales with the
-# measured rate — the demo's 4-layer lean decode step: ≈ 1 ms; CUDA: seconds, from issue 14's
-# eager decode step of 18-22 ms a token for 24 layers).
+# measured rate; CUDA: seconds, from the eager decode step's host time; bench/README.md).
 HOST_PER_TOKEN_LAYER = {"cpu": 5e7, "cuda": 0.8e-3}
 # bitsandbytes' 4/8-bit layers per quantized weight: a decode step's few-row product through
-# its CPU kernel (0.5B-shaped QLoRA: 0.6-2.5× LoRA's generation time over three rounds on
-# a shared machine), and a training pass's unpacking.
+# its slow CPU kernel, and a training pass's unpacking.
 DECODE_QUANT_PER_WEIGHT = {"cpu": 300.0, "cuda": 0.0}
 PASS_QUANT_PER_WEIGHT = {"cpu": 20.0, "cuda": 0.0}
-# Bytes moved per logit and decoded token to choose the token (engine/ops/draw.py, measured on 2 CPU
-# cores for 32 rows × 151,936 tokens: scaling, softmax and the draw 8 ms; top-p's topk and
-# masking 40-160 ms as the distribution is peaked or flat), as multiples of a copy's bandwidth.
+# Bytes moved per logit and decoded token to choose the token (ops/draw.py: scaling, softmax and
+# the draw; top-p's topk and masking, dearer as the distribution is flatter), as multiples of a
+# copy's bandwidth.
 SAMPLE_BYTES_PER_LOGIT = 30.0
 TOP_P_BYTES_PER_LOGIT = 370.0
 DECODE_SHARE = 0.36  # of the measured product rate, for a decode step's few-row CPU products
 # The output layer's products in the training passes on the CPU (the fused head's chunks of ~110
-# tokens against the whole vocabulary, with their log-softmax): this share of the measured rate
-# (0.5B-shaped model: 100-133 GFLOP/s where the 512 × 1024 × 1024 timing gives 225).
+# tokens against the whole vocabulary, with their log-softmax): this share of the measured rate.
 HEAD_SHARE = 0.55
 # AdamW's bytes moved per trainable weight (weights, gradients, two moments and the single-tensor
-# update's temporaries; qwen-full's 166M weights took 1.22 s at 18-21 GB/s).
+# update's temporaries).
 OPTIMIZER_BYTES_PER_WEIGHT = 120.0
 WIDE = 1024  # hidden size from which CPU products reach the measured rate
 
