@@ -1,19 +1,13 @@
 """The checker child process: lock itself in, load the user's code, answer calls one at a time.
 
 Started by checker.CheckerProcess as `python -I -c …` (or, in a frozen build, as the app itself
-with sandbox.CHILD_FLAG: the bundle's entry calls `run_if_child()` first). The protocol is one
-JSON line each way: the parent first sends the settings and the source, the child answers
-{"started", "protections"}, then {"ready"} or {"error"}; then each call is a line
-[completion, answer, prompt] answered by {"value"} or {"error", "line", "output", "printed"}, or
-{"recycle"} when this process is near its lifetime CPU limit and a fresh one should take the call.
+with sandbox.CHILD_FLAG: the bundle's entry calls `run_if_child()` first). It locks itself in
+(sandbox.apply) before the user's code is even compiled, then answers one JSON line per call;
+only plain data crosses the pipes, nothing is unpickled. What the code prints is captured, never
+shown on the terminal, and its last bytes are sent with an error.
 
-File descriptors: the calls arrive on the original stdin and the answers leave on the original
-stdout, both moved to private numbers first; fd 0 becomes /dev/null and fds 1 and 2 the parent's
-capture pipe. Python's sys.stdout and sys.stderr write through to that pipe and keep the last
-bytes of each call, sent with an error. A thread reads the calls, so that when the parent goes
-away (the pipe closes) the whole process group is killed at once, even while check() is busy.
-
-Standard library only (plus sandbox.py), so the child starts in about 0.1 s.
+Standard library only (plus sandbox.py), so the child starts without loading the app's heavy
+dependencies. Try it: the `test_checker` example in checker/runner.py starts one.
 """
 
 from __future__ import annotations
@@ -134,7 +128,19 @@ def _read_calls(requests: Any, calls: queue.SimpleQueue) -> None:
 
 
 def main() -> int:
-    """The child's whole life. Returns its exit code."""
+    """The child's whole life. Returns its exit code.
+
+    The protocol is one JSON line each way: the parent first sends the settings and the source,
+    the child answers {"started", "protections"}, then {"ready"} or {"error"}; then each call is
+    a line [completion, answer, prompt] answered by {"value"} or {"error", "line", "output",
+    "printed"}, or {"recycle"} when this process is near its lifetime CPU limit and a fresh one
+    should take the call.
+
+    File descriptors: calls arrive on the original stdin and answers leave on the original
+    stdout, both moved to private numbers first; fd 0 becomes /dev/null and fds 1 and 2 the
+    parent's capture pipe, so output from C code is captured too. A thread reads the calls, so
+    that when the parent goes away (the pipe closes) the whole process group is killed at once,
+    even while check() is busy."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal is for the parent
     sys.dont_write_bytecode = True
     sys.argv = ["checker"]

@@ -1,30 +1,18 @@
 """Run a user-written checker, `check(completion, answer, prompt) -> float`, in a locked-in child.
 
-The child is a fresh interpreter (`python -I -c …`, or the frozen app itself with a flag: see
-sandbox.child_command) started with subprocess, not multiprocessing: only then does it begin with
-an environment of our choosing (an allow-list: no HF_TOKEN, no keys), in its own session and in a
-private temporary folder (its working, home and temp directory). Before any user code runs it
-locks itself in (sandbox.apply): a memory cap, a CPU-time cap per call, no new processes, and on
-Linux, where the kernel allows, no network and a read-only view of the files outside its folder.
-`CheckerProcess.protections` says which of these took effect here; the trainer logs it.
+The child is a fresh interpreter (sandbox.child_command) started with subprocess, not
+multiprocessing: only then does it begin with an environment of our choosing (an allow-list: no
+HF_TOKEN, no keys), in its own session and a private temporary folder. It locks itself in
+(sandbox.apply) before any user code runs; `CheckerProcess.protections` says what took effect
+here, and the trainer logs it. Errors are results (`CheckResult.value is None` plus the text),
+never a silent 0 and never an exception out of `check_many`.
 
-The child compiles the source once and then answers one call at a time (JSON lines over pipes; only
-plain data crosses, nothing is unpickled). The parent waits for each call with its own time limit.
-An exception inside check() comes back as text naming the exception and the line of the user's
-source; a call that times out, or a child that dies (os._exit, a segfault, running out of CPU time),
-is killed with everything it started (the whole session), recorded as that call's error, and a
-fresh child takes the next call. NaN, inf and anything that is not a number become errors too.
-Errors are results (`CheckResult.value is None` plus the text), never a silent 0 and never an
-exception out of `check_many`. What the code prints goes to a pipe the parent drains (never to the
-terminal); the last bytes of it are kept with that call's error.
-
-What this is not: a security boundary. The limits contain accidents and crude misuse; code written
-to escape them may find a way (on Linux without Landlock it can still write the user's files; on
-macOS and Windows much less is held back; see the README). The trust prompt before code from
-elsewhere runs is the real boundary. Standard library only: the child starts in about 0.1 s.
+Not a security boundary: the limits contain accidents and crude misuse; code written to escape
+them may find a way (docs/guide.md, "The custom checker's sandbox"). The trust prompt before code
+from elsewhere runs is the real boundary. Standard library only.
 
 Try it:
-    python -c "from grpo_desktop.engine.checker.runner import test_checker as t; \
+    python -c "from grpo_desktop.engine.checker.runner import test_checker as t; \\
 print(t('def check(c, a, p):\\n    return float(c == a)', [('4', '4', '2+2?')]))"
 """
 
@@ -220,6 +208,12 @@ class CheckerProcess:
 
     The child is started (and the source run once) in the constructor: problems at the module
     level (an import that fails, no check) raise CheckerError there, not halfway through a run.
+    An exception inside check() comes back as text naming the exception and the line of the
+    user's source; a call that times out, or a child that dies (os._exit, a segfault, its CPU
+    time used up), is killed with everything it started (the whole session), recorded as that
+    call's error, and a fresh child takes the next call. NaN, inf and anything that is not a
+    number are errors too. What the code prints goes to a pipe the parent drains; the last bytes
+    of it are kept with that call's error.
     `label` names the code in messages ("The custom checker"). `restrict` picks which optional
     protections (sandbox.LAYERS) to try; the default is all of them; tests switch some off.
     """

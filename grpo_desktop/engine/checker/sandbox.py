@@ -1,25 +1,17 @@
 """The walls around the process that runs user-written checker code, and what each OS gives.
 
-Two halves. The parent (checker.py) starts the child with `child_command()` in a private temporary
-folder (its working, home and temporary directory) with `child_environment()`: an allow-list
-(PATH, locale, library path; no tokens, keys or anything else of the user's), in its own session
-(POSIX) or process group (Windows). The child then calls `apply()` on itself before any user
-code runs:
+Two halves. The parent (checker/runner.py) starts the child with `child_command()` in a private
+temporary folder (its working, home and temporary directory) with `child_environment()`: an
+allow-list (PATH, locale, library path; no tokens, keys or anything else of the user's), in its
+own session (POSIX) or process group (Windows). The child then calls `apply()` on itself before
+any user code runs: a memory cap, a CPU-time cap per call, no new processes, and on Linux the
+walls of sandbox_linux.py. Each protection is reported as {"key", "on", "text"}; `describe()`
+turns the list into the log line.
 
-- memory: RLIMIT_AS (the `checker_memory_mb` setting); a bigger allocation raises MemoryError.
-- CPU: RLIMIT_CPU. `arm_cpu()` moves the soft limit before each call to the time used so far plus
-  the per-call allowance, so a call, or a thread left running between calls, that burns more is
-  ended by SIGXCPU; a hard limit per process (CPU_LIFETIME_S) holds even if the code catches the
-  signal or lifts the soft limit. Near it the child asks to be replaced. No core dumps.
-- no new processes: RLIMIT_NPROC = 0 (also no new threads on Linux). Root is exempt from it.
-- Linux only (sandbox_linux.py), each where the kernel allows: a user + network namespace, a
-  Landlock ruleset (read-only files outside the folder), a seccomp filter (no processes, sockets,
-  or signals to others).
-
-Each protection is reported as {"key", "on", "text"}; `describe()` turns the list into the log
-line. What this is not: a security boundary. Without Landlock the code can still write the user's
-files; on macOS and Windows far less is held back (README: "The custom checker's sandbox"). The
-trust prompt before code from elsewhere runs stays the real boundary. Standard library only.
+Not a security boundary: without Landlock the code can still write the user's files; on macOS
+and Windows far less is held back (docs/guide.md, "The custom checker's sandbox"). The trust
+prompt before code from elsewhere runs stays the real boundary. Standard library only.
+Try it:  python -c "from grpo_desktop.engine.checker.sandbox import *; print(child_command())"
 """
 
 from __future__ import annotations
@@ -213,7 +205,18 @@ def apply(
     workdir: str, memory_mb: int, load_cpu_s: int, cpu_s: int, layers: frozenset[str]
 ) -> list[dict]:
     """Lock this process (the child, still single-threaded) in. Returns what took effect.
-    `load_cpu_s` is the CPU time allowed for loading the code; `arm_cpu` sets it per call."""
+    `load_cpu_s` is the CPU time allowed for loading the code; `arm_cpu` sets it per call.
+
+    - memory: RLIMIT_AS (the `checker_memory_mb` setting); a bigger allocation raises MemoryError.
+    - CPU: RLIMIT_CPU. `arm_cpu()` moves the soft limit before each call to the time used so far
+      plus the per-call allowance, so a call, or a thread left running between calls, that burns
+      more is ended by SIGXCPU; a hard limit per process (CPU_LIFETIME_S) holds even if the code
+      catches the signal or lifts the soft limit. Near it the child asks to be replaced.
+    - no new processes: RLIMIT_NPROC = 0 (also no new threads on Linux). Root is exempt from it.
+    - no core dumps.
+    - Linux only (sandbox_linux.py), each where the kernel allows: a user + network namespace, a
+      Landlock ruleset (read-only files outside the folder), a seccomp filter (no processes,
+      sockets, or signals to others)."""
     out: list[dict[str, Any]] = []
     linux = sys.platform.startswith("linux")
     if linux:

@@ -2,24 +2,13 @@
 
 Each function is called by the child on itself, before any user code runs, and returns a short
 text saying what it achieved, or raises `Unavailable` with the reason (old kernel, disabled by the
-distribution, unknown CPU architecture). None needs privileges:
-
-- `enter_namespaces`: a new user + network namespace (unshare CLONE_NEWUSER|CLONE_NEWNET). The
-  child sees only its own, unconfigured loopback, so nothing it listens on or connects to reaches
-  the outside; being in another user namespace also hides the parent's /proc files (environ,
-  memory) from it. Must run while the process has a single thread.
-- `restrict_files`: Landlock. Everything stays readable; only the private folder (and /dev/null)
-  can be written, created or removed, and other processes cannot be traced or have their memory
-  opened. From ABI 4 TCP bind/connect are refused too, from ABI 6 signals and abstract Unix
-  sockets outside the sandbox. (Another process's /proc/PID/environ stays readable under Landlock
-  alone; the user namespace hides it.)
-- `forbid_processes_and_sockets`: a seccomp filter (x86-64 and arm64) refusing new processes
-  (fork, vfork, clone without CLONE_THREAD; clone3 answers ENOSYS so threads fall back to clone),
-  sockets, io_uring, ptrace, reading or writing other processes' memory and signals to any process
-  but itself.
+distribution, unknown CPU architecture). None needs privileges: `enter_namespaces` (no network,
+the parent's /proc hidden), `restrict_files` (Landlock: only the private folder is writable) and
+`forbid_processes_and_sockets` (seccomp: no new processes, sockets or signals to others).
 
 Not here: anything portable (rlimits, the environment, the folder: sandbox.py), and no mount
 namespace or read-only bind mounts (Landlock does that part where the kernel has it).
+Try it:  python -c "from grpo_desktop.engine.checker.sandbox_linux import *; print(landlock_abi())"
 """
 
 from __future__ import annotations
@@ -76,7 +65,11 @@ def _no_new_privs(libc: ctypes.CDLL) -> None:
 
 
 def enter_namespaces() -> str:
-    """Move this (single-threaded) process into a new user and network namespace."""
+    """Move this (single-threaded) process into a new user and network namespace.
+
+    The child then sees only its own, unconfigured loopback, so nothing it listens on or connects
+    to reaches the outside; being in another user namespace also hides the parent's /proc files
+    (environ, memory) from it. Must run while the process has a single thread."""
     libc = _libc()
     uid, gid = os.getuid(), os.getgid()
     if _call(libc.unshare, CLONE_NEWUSER | CLONE_NEWNET) != 0:
@@ -113,7 +106,13 @@ def landlock_abi() -> int:
 
 
 def restrict_files(workdir: str) -> str:
-    """Landlock: read-only everywhere except `workdir` (and /dev/null); TCP off where the ABI can."""
+    """Landlock: read-only everywhere except `workdir` (and /dev/null); TCP off where the ABI can.
+
+    Everything stays readable; only the private folder (and /dev/null) can be written, created or
+    removed, and other processes cannot be traced or have their memory opened. From ABI 4 TCP
+    bind/connect are refused too, from ABI 6 signals and abstract Unix sockets outside the
+    sandbox. (Another process's /proc/PID/environ stays readable under Landlock alone; the user
+    namespace hides it.)"""
     libc = _libc()
     abi = landlock_abi()
     fs = _FS_ABI1
@@ -220,7 +219,11 @@ def _seccomp_program(arch: str, pid: int) -> list[tuple[int, int, int, int]]:
 
 
 def forbid_processes_and_sockets() -> str:
-    """Install the seccomp filter on this process (inherited by the threads started after)."""
+    """Install the seccomp filter on this process (inherited by the threads started after).
+
+    x86-64 and arm64. It refuses new processes (fork, vfork, clone without CLONE_THREAD; clone3
+    answers ENOSYS so threads fall back to clone), sockets, io_uring, ptrace, reading or writing
+    other processes' memory, and signals to any process but itself."""
     arch = platform.machine().lower()
     arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
     if arch not in _ARCHES:

@@ -6,7 +6,9 @@ arguments; it runs none of the code (the parent never does). Every message start
 other name (reward(), score() …) is named: "… defines reward() (line 1) instead of check():
 rename it to check(completion, answer, prompt)". The GUI calls it as you type.
 
-Not here: running the code (checker.py, in a locked-in child). Standard library only.
+Not here: running the code (checker/runner.py, in a locked-in child). Standard library only.
+Try it:  python -c "from grpo_desktop.engine.checker.source import compile_checker as c; \\
+c('def reward(c, a, p):\\n    return 1.0')"
 """
 
 from __future__ import annotations

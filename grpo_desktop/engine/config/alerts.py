@@ -2,9 +2,11 @@
 
 Each threshold is a setting with help text and bounds; all but the on/off switch are marked
 advanced, so the Hyperparameters panel shows one checkbox until "Show advanced settings" is on.
-The defaults were tuned on the demo (README, "Health alarms"): three healthy 100-step runs raise
-none of reward_hacking, kl_blowup or length_drift, and the format-only run raises reward_hacking.
-Torch-free.
+The defaults were tuned on the demo (bench/README.md, "Health alarms on the demo"): healthy
+demo runs raise none of the alarms, and the demo rewarded for format alone raises
+reward_hacking. Torch-free.
+
+Try it:  python -c "from grpo_desktop.engine.config import AlertsConfig; print(AlertsConfig())"
 """
 
 from __future__ import annotations

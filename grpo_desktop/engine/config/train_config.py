@@ -2,7 +2,8 @@
 
 Every field carries a label, help text written for a hobbyist, and bounds or choices. The
 hyperparameter form and its tooltips are generated from this metadata, and `validate()` turns
-bad values into messages that say what is wrong and how to fix it.
+bad values into messages that say what is wrong and how to fix it. `load_config` and
+`read_settings_file` read a settings file with messages of the same kind.
 
 Deliberately torch-free (enforced by import-linter) so the GUI and session layer start fast.
 
@@ -223,7 +224,7 @@ def validate(cfg: TrainConfig) -> list[str]:
 
 
 def warnings(cfg: TrainConfig) -> list[str]:
-    """Valid but risky settings, explained (the lessons' traps)."""
+    """Valid but risky settings, explained: the traps a first GRPO run falls into."""
     out = []
     r = cfg.rewards
     if r.format_weight > 0 and r.format_weight >= r.accuracy_weight:

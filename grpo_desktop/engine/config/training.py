@@ -1,7 +1,9 @@
 """Config sections for how it is trained: rewards, the GRPO algorithm and the run.
 
-Fields are `option()`s (see config_model.py) so the form, tooltips and validation come from them.
-Torch-free.
+Fields are `option()`s (see config/model.py) so the form, tooltips and validation come from them.
+docs/grpo.md explains what each algorithm setting does to the loss. Torch-free.
+
+Try it:  python -c "from grpo_desktop.engine.config import AlgorithmConfig; print(AlgorithmConfig())"
 """
 
 from __future__ import annotations
@@ -219,7 +221,7 @@ class AlgorithmConfig:
         "population",
         label="Standard deviation",
         choices=("population", "sample"),
-        help="population divides by G (the lessons, DeepSeekMath); sample by G − 1 (TRL).",
+        help="population divides by G (DeepSeekMath); sample by G − 1 (TRL).",
         advanced=True,
     )
     epsilon_low: float = option(

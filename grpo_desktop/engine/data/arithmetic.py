@@ -1,33 +1,13 @@
 """Built-in multiplication problems ("What is 17 × 24?"), the data source that needs no download.
 
-Difficulty sets how many digits the factors have:
+Difficulty sets how many digits the factors have: level 1 is the times tables (7 × 8), level 2
+two digits by two (17 × 24), and each level above adds a digit to the first factor, so each adds
+one more partial product's worth of work (`arithmetic_problems` has the table). Problems are
+drawn without repetition by a seeded `random.Random`, so the same arguments give the same list.
 
-    difficulty  first factor   second factor  distinct problems  example
-    1           2-9            2-9                           64  7 × 8
-    2           10-99          10-99                      8,100  17 × 24
-    3           100-999        10-99                     81,000  317 × 24
-    4           1000-9999      10-99                    810,000  4317 × 24
-    5           10000-99999    10-99                  8,100,000  54317 × 24
-
-The first factor grows one digit per level while the second stays at two digits (one at level 1,
-the times tables), so every level adds one more partial product's worth of work. 0 and 1 are left
-out of level 1 because they are not multiplication practice.
-
-Problems are drawn without repetition from that grid by a seeded `random.Random`, so the same
-arguments always give the same list, and `exclude` keeps given questions out.
-
-Pools (levels 2 and up): every problem belongs to exactly one of three fixed pools, chosen by a
-hash of its two factors, so the split never depends on a seed or a size:
-
-    pool   share  used for
-    test    10 %  held-out problems (the side evaluation during a run, `grpo-desktop eval`)
-    sft     50 %  the built-in demo model's supervised training (scripts/build_demo_model.py)
-    train   40 %  GRPO training problems
-
-`arithmetic_splits` draws held-out problems from `test` and training problems from `train`, so
-held-out accuracy is measured on problems that neither the demo model's supervised training nor
-any GRPO run (whatever its seed) has seen. Level 1 has only 64 problems, too few to set any
-aside: it has no pools, and the demo model never trains on it.
+From level 2 up, every problem belongs to one fixed pool (`pool_of`: test, sft or train, by a
+hash of its factors, never by a seed), so held-out accuracy is measured on problems that neither
+the demo model's supervised training nor any GRPO run has seen (`arithmetic_splits`).
 
 Deliberately pure Python: no torch, no datasets, no numpy.
 
@@ -72,7 +52,14 @@ def _question(a: int, b: int) -> str:
 def pool_of(a: int, b: int) -> str:
     """The pool ("test", "sft" or "train") of the problem a × b at levels 2 and up.
 
-    A fixed integer hash (splitmix64's finaliser), the same on every machine and Python version.
+        pool   share  used for
+        test    10 %  held-out problems (the side evaluation during a run, `grpo-desktop eval`)
+        sft     50 %  the built-in demo model's supervised training (scripts/build_demo_model.py)
+        train   40 %  GRPO training problems
+
+    A fixed integer hash (splitmix64's finaliser), the same on every machine and Python version,
+    so the split never depends on a seed or a size. Level 1 (64 problems, too few to set any
+    aside) has no pools, and the demo model never trains on it.
     """
     x = (a * 1_000_003 + b + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
@@ -111,6 +98,15 @@ def arithmetic_problems(
 ) -> list[Problem]:
     """`n` distinct problems of a difficulty level, none of whose question is in `exclude`, all
     from `pool` ("test", "sft", "train") when one is given, else from the whole grid.
+
+        difficulty  first factor   second factor  distinct problems  example
+        1           2-9            2-9                           64  7 × 8
+        2           10-99          10-99                      8,100  17 × 24
+        3           100-999        10-99                     81,000  317 × 24
+        4           1000-9999      10-99                    810,000  4317 × 24
+        5           10000-99999    10-99                  8,100,000  54317 × 24
+
+    0 and 1 are left out of level 1 because they are not multiplication practice.
 
     Deterministic: the same arguments give the same list. Raises ValueError when `n` is more than
     the level (or pool) has problems left after the exclusions.
@@ -166,7 +162,7 @@ def arithmetic_splits(
     """Disjoint (train, held-out eval) problem lists.
 
     Levels 2 and up: held-out problems come from the `test` pool and training problems from the
-    `train` pool (see the module docstring). Level 1: the eval set is drawn first, from `seed`
+    `train` pool (see `pool_of`). Level 1: the eval set is drawn first, from `seed`
     alone, and the training problems with the eval questions excluded. Either way the eval set
     does not change with `train_size`.
     """

@@ -1,37 +1,16 @@
 """Training prompts: load a dataset, split off a held-out set, build prompts, order batches.
 
-Sources (`DataConfig.source`):
-- arithmetic: the built-in multiplication problems (`engine.data.arithmetic`). From level 2 up the
-  held-out problems come from the level's `test` pool and the training problems from its `train`
-  pool, never from the `sft` pool the demo model was trained on. When a level or pool has fewer
-  problems than asked for (level 1 has 64), the sizes shrink to fit (level 1: at most a fifth
-  are held out, the rest train). `source_desc` says so.
-- file: .jsonl (one JSON object per line), .json (an array of objects, or JSON lines), .csv
-  (header row first), .parquet, chosen by the file's extension.
-- disk: a folder written by `datasets`' `save_to_disk` (a Dataset, or a DatasetDict: `split`).
-- hub: a Hugging Face dataset id. A copy in the local datasets cache is used first, without
-  touching the network (fast, repeatable, works offline; delete the cache folder to refresh).
-  Otherwise it is downloaded, unless HF_HUB_OFFLINE / HF_DATASETS_OFFLINE is set, in which case
-  the error says it is not cached. The cache folder and offline flags are read from the
-  environment when loading, not only when `datasets` was first imported.
+`load_data` reads the configured source (the built-in arithmetic problems, a file, a
+save_to_disk folder or a hub dataset: engine.data.sources), sets aside the held-out problems that
+tell real progress from reward hacking, skips rows that could not be scored and normalises the
+answers. `build_prompt` turns a problem into the text the model sees; `batch_indices` is the
+order of training batches, a pure function of seed and step so a resumed run draws the same.
+Every problem a user can fix raises `DataError` naming the file or id and what to do.
 
-Decisions:
-- Held-out eval set: if the source has a 'test' split and you train on another split, the
-  eval set is `eval_size` random rows of 'test' and the whole chosen split trains. Otherwise
-  `eval_size` random rows (seeded) are taken out of the data. Either way, training rows whose
-  problem text equals a held-out problem are dropped, so duplicates cannot leak. eval_size 0
-  means no eval set.
-- Rows with an empty prompt or an empty answer are skipped and counted in `source_desc` (and in
-  `skipped`, a warning the trainer logs); they could not be scored, so training on them would
-  only add noise. If no row is left, DataError; messages about the held-out split say how many
-  rows were skipped.
-- Answers are normalised by `parse_answer` (GSM8K '#### 42' -> '42').
-- Every user-facing problem raises `DataError` naming the file or id and what to do.
-
-Not here: reading files and datasets (`engine.data.sources`), tokenising, truncating prompts to
+Not here: reading files and datasets (engine.data.sources), tokenising, truncating prompts to
 max_prompt_length (the trainer does that), rewards. `datasets` is never imported at module level.
 
-Try it:  python -c "from grpo_desktop.engine.data.dataset import load_data; from grpo_desktop.engine.config
+Try it:  python -c "from grpo_desktop.engine.data.dataset import load_data; from grpo_desktop.engine.config \\
 import DataConfig; print(load_data(DataConfig()).source_desc)"
 """
 
@@ -296,7 +275,20 @@ def _skipped_rows(count: int, note: str) -> str:
 
 
 def load_data(cfg: DataConfig, seed: int = 0) -> PromptData:
-    """Training and held-out examples from the configured source (see the module docstring)."""
+    """Training and held-out examples from the configured source.
+
+    - Held-out set: if the source has a 'test' split and you train on another split, the eval
+      set is `eval_size` random rows of 'test' and the whole chosen split trains. Otherwise
+      `eval_size` random rows (seeded) are taken out of the data. Either way, training rows whose
+      problem text equals a held-out problem are dropped, so duplicates cannot leak. eval_size 0
+      means no eval set. Arithmetic from level 2 up uses the level's `test` and `train` pools
+      (engine.data.arithmetic); when a level or pool has fewer problems than asked for, the
+      sizes shrink to fit (level 1: at most a fifth held out) and `source_desc` says so.
+    - Rows with an empty prompt or answer are skipped and counted in `source_desc` (and in
+      `skipped`, a warning the trainer logs): they could not be scored, so training on them
+      would only add noise. If no row is left, DataError; messages about the held-out split say
+      how many rows were skipped.
+    - Answers are normalised by `parse_answer` (GSM8K '#### 42' -> '42')."""
     if cfg.eval_size < 0:
         raise DataError(
             f"'Held-out problems' (data.eval_size) must be 0 or more, not {cfg.eval_size}."

@@ -1,13 +1,14 @@
 """Is the Hugging Face hub reachable, and is a model already in the local cache?
 
-Offline, the hub libraries retry every request with back-off and a lookup of an unknown id takes
-25–50 s; the previews and lookups ask here first. `hub_reachable` opens one TCP connection to
-the hub's host (HF_ENDPOINT, else huggingface.co) with a short timeout, in a daemon thread so a
-hanging name lookup cannot hold the caller either, and remembers the answer for a while.
-HF_HUB_OFFLINE=1 means unreachable without trying. `cached_model_folder` finds a model's
+Offline, the hub libraries retry every request with back-off, so a lookup of an unknown id waits
+tens of seconds; the previews and lookups ask here first. `hub_reachable` opens one TCP
+connection to the hub's host (HF_ENDPOINT, else huggingface.co) with a short timeout, in a daemon
+thread so a hanging name lookup cannot hold the caller either, and remembers the answer for a
+while. HF_HUB_OFFLINE=1 means unreachable without trying. `cached_model_folder` finds a model's
 snapshot in the local cache without any network access.
 
 It does not download anything, and a reachable host does not promise that an id exists.
+Try it:  python -c "from grpo_desktop.engine.data.hub import hub_reachable; print(hub_reachable())"
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """Reading the data sources into one table shape: files, save_to_disk folders, hub datasets.
 
-The reading half of `engine.data.dataset` (which documents the behaviour: formats, splits, the hub cache).
-`open_source(cfg, limit)` returns the chosen split as a `Table` and, when training on another
-split, the 'test' split; every problem is a `DataError` naming the file or id and what to do.
-No splitting, answer parsing or prompt building here. `datasets` and `pyarrow` are imported
-lazily (importing them is slow).
+The reading half of engine.data.dataset. `open_source(cfg, limit)` returns the chosen split as a
+`Table` and, when training on another split, the 'test' split; every problem is a `DataError`
+naming the file or id and what to do. No splitting, answer parsing or prompt building here.
+`datasets` and `pyarrow` are imported lazily (importing them is slow).
 
-Try it:  python -c "from grpo_desktop.engine.data.sources import open_source; from
-grpo_desktop.engine.config import DataConfig; print(open_source(DataConfig(source='file',
+Try it:
+    printf '{"question": "What is 2 × 3?", "answer": "6"}\\n' > problems.jsonl
+    python -c "from grpo_desktop.engine.data.sources import open_source; from \\
+grpo_desktop.engine.config import DataConfig; print(open_source(DataConfig(source='file', \\
 path='problems.jsonl'), limit=3)[0].head(3))"
 """
 
@@ -313,6 +314,17 @@ def _load_hub(cfg: DataConfig) -> Any:
 
 
 def open_source(cfg: DataConfig, limit: int | None = None) -> tuple[Table, Table | None]:
+    """The chosen split (at most `limit` rows) and the 'test' split when training on another.
+
+    - file: .jsonl (one JSON object per line), .json (an array of objects, or JSON lines), .csv
+      (header row first), .parquet, chosen by the file's extension.
+    - disk: a folder written by `datasets`' `save_to_disk` (a Dataset, or a DatasetDict: `split`).
+    - hub: a Hugging Face dataset id. A copy in the local datasets cache is used first, without
+      touching the network (fast, repeatable, works offline; delete the cache folder to refresh).
+      Otherwise it is downloaded, unless HF_HUB_OFFLINE / HF_DATASETS_OFFLINE is set, in which
+      case the error says it is not cached. The cache folder and offline flags are read from the
+      environment when loading, not only when `datasets` was first imported.
+    """
     if cfg.source not in ("file", "disk", "hub"):
         raise DataError(
             f"Unknown data source '{cfg.source}'; choose arithmetic, file, disk or hub."

@@ -1,22 +1,19 @@
 """GGUF export: a saved Hugging Face model folder as one file for llama.cpp, Ollama, LM Studio.
 
 `write_gguf(model_dir, out_dir, outtype="f16"|"q8_0")` reads a folder written by
-`save_pretrained` (safetensors, config.json, tokenizer files, generation_config.json; the
-`merged` export writes exactly that) and writes `out_dir/<name>-<outtype>.gguf` with the `gguf`
-package (maintained by llama.cpp: its writer, its constants, its q8_0 quantizer), plus an Ollama
-`Modelfile` next to it (engine/export/modelfile.py). The tensors are prepared by
-engine/export/gguf_tensors.py, the vocabulary by engine/export/gguf_vocab.py.
+`save_pretrained` (the `merged` export writes exactly that) and writes
+`out_dir/<name>-<outtype>.gguf` with the `gguf` package (maintained by llama.cpp: its writer, its
+constants, its q8_0 quantizer), plus an Ollama `Modelfile` next to it (export/modelfile.py). The
+tensors are prepared by export/gguf_tensors.py, the vocabulary by export/gguf_vocab.py.
 
 Supported: `LlamaForCausalLM` and `Qwen2ForCausalLM` with a byte-level BPE or SentencePiece
-tokenizer, or a one-token-per-character tokenizer (the built-in demo model's, written as
-byte-level BPE). Not supported (a `ModelError` says so): other architectures, other tokenizers
-(word-level, WordPiece), quantized (bitsandbytes) folders, other rope scalings than linear, yarn
-and Llama 3's. No other output types than f16 and q8_0.
+tokenizer, or a one-token-per-character tokenizer (the built-in demo model's). Anything else
+(other architectures or tokenizers, bitsandbytes folders, rope scalings other than linear, yarn
+and Llama 3's, output types other than f16 and q8_0) raises a `ModelError` that says so.
 
 Try it:
     python -m grpo_desktop.engine.models.shapes /tmp/qwen --shape qwen2.5-0.5b-shaped
-    python -c "from grpo_desktop.engine.export.gguf import write_gguf; \
-print(write_gguf('/tmp/qwen', '/tmp/qwen-gguf', outtype='q8_0'))"
+    python -c "from grpo_desktop.engine.export.gguf import write_gguf; print(write_gguf('/tmp/qwen', '/tmp/qwen-gguf', outtype='q8_0'))"
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """The tensors of a saved Llama or Qwen2 model, renamed, reordered and typed for a GGUF file.
 
-- Names: Hugging Face's (`model.layers.3.self_attn.q_proj.weight`) become llama.cpp's
-  (`blk.3.attn_q.weight`), spelled with the `gguf` package's own name table.
-- Rotary layout: Hugging Face rotates the two halves of each head (dimension j with j + d/2);
-  llama.cpp's `llama` architecture rotates neighbouring pairs (2j with 2j + 1). So the rows of
-  each head of the q and k projections (and their biases) are reordered, first half to the even
-  rows and second half to the odd ones. llama.cpp runs `qwen2` with the half-split ("NeoX") rope,
-  as Hugging Face does, so Qwen2's tensors keep their order.
-- Llama 3's rope scaling becomes the `rope_freqs` tensor: per frequency, how much slower it
-  turns than the unscaled one (computed with transformers' own rope functions).
-- Types: vectors (norms, biases) stay float32; matrices are float16, or q8_0 (blocks of 32, the
-  `gguf` package's quantizer) where their rows divide into blocks.
-- Tied embeddings (Qwen2.5-0.5B, the test models): no `output.weight`; llama.cpp then uses
-  `token_embd` for the output as well.
+Hugging Face's names (`model.layers.3.self_attn.q_proj.weight`) become llama.cpp's
+(`blk.3.attn_q.weight`), spelled with the `gguf` package's own name table; the rows of Llama's q
+and k projections are reordered for llama.cpp's rotary layout (`rotary_to_pairs`); Llama 3's
+rope scaling becomes the `rope_freqs` tensor; vectors stay float32 and matrices become float16
+or q8_0 (`plan_tensors`). Tensors are read one at a time from the safetensors files, so an export
+holds one float32 tensor in memory, not the model.
 
-Tensors are read one at a time from the safetensors files (the plan only needs shapes), so an
-export holds one float32 tensor in memory, not the model.
+Not here: the vocabulary (export/gguf_vocab.py) and the file itself (export/gguf.py).
+Try it: the example in export/gguf.py.
 """
 
 from __future__ import annotations
@@ -95,7 +88,12 @@ def gguf_name(hf_name: str) -> str | None:
 
 def rotary_to_pairs(array: np.ndarray, heads: int) -> np.ndarray:
     """Reorder the rows of each head from Hugging Face's half-split rotary layout to
-    llama.cpp's neighbouring pairs: head row j (first half) -> 2j, row d/2 + j -> 2j + 1."""
+    llama.cpp's neighbouring pairs: head row j (first half) -> 2j, row d/2 + j -> 2j + 1.
+
+    Hugging Face rotates dimension j with j + d/2; llama.cpp's `llama` architecture rotates 2j
+    with 2j + 1, so q and k (and their biases) are reordered for it. llama.cpp runs `qwen2`
+    with the half-split ("NeoX") rope, as Hugging Face does, so Qwen2's tensors keep their
+    order."""
     rows = array.shape[0]
     half = rows // heads // 2
     split = array.reshape(heads, 2, half, *array.shape[1:])  # (heads, 2, d/2, ...)
@@ -129,7 +127,12 @@ def _loader(path: str, hf_name: str, heads: int | None) -> Callable[[], np.ndarr
 
 
 def plan_tensors(model_dir: str, arch: str, facts: dict, outtype: str) -> list[PlannedTensor]:
-    """Every tensor to write, in llama.cpp's order (embedding, layers, norm, output)."""
+    """Every tensor to write, in llama.cpp's order (embedding, layers, norm, output).
+
+    Types: vectors (norms, biases) stay float32; matrices are float16, or q8_0 (blocks of 32,
+    the `gguf` package's quantizer) where their rows divide into blocks. Tied embeddings
+    (Qwen2.5-0.5B, the test models) write no `output.weight`: llama.cpp then uses `token_embd`
+    for the output as well."""
     from safetensors import safe_open
 
     if outtype not in QUANT_TYPES:
@@ -177,8 +180,9 @@ def _order(t: PlannedTensor) -> tuple:
 
 
 def llama3_rope_freqs(config) -> np.ndarray | None:
-    """Llama 3's rope scaling as llama.cpp's per-frequency divisors (head_dim / 2,), or None
-    when the config has no llama3 rope scaling. Uses transformers' own rope functions."""
+    """Llama 3's rope scaling as llama.cpp's per-frequency divisors (head_dim / 2,): how much
+    slower each frequency turns than the unscaled one; None when the config has no llama3 rope
+    scaling. Uses transformers' own rope functions."""
     import torch
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 

@@ -1,27 +1,15 @@
 """A Hugging Face tokenizer read into the arrays a GGUF file carries (`tokenizer.ggml.*`).
 
-Two tokenizer kinds have a GGUF form that llama.cpp, Ollama and LM Studio tokenize exactly as
-transformers does:
+Three tokenizer kinds have a GGUF form that llama.cpp, Ollama and LM Studio tokenize exactly as
+transformers does (`read_vocab` says how each is written): byte-level BPE (GPT-2 style; Llama 3,
+Qwen2), SentencePiece (Llama 2, Mistral, TinyLlama style) and one token per character (the
+built-in demo model's). Everything is read through `transformers`/`tokenizers` (the
+tokenizer.json state and the tokenizer's behaviour), not by parsing files by hand; anything else
+(word-level over words, WordPiece) raises a `ModelError` naming what is supported. Embedding rows
+beyond the tokenizer's ids become unused "[PAD<id>]" tokens, as llama.cpp needs one token per row.
 
-- byte-level BPE (GPT-2 style; Llama 3, Qwen2): `tokenizer.ggml.model = "gpt2"`, the tokens in
-  their byte-level spelling, merges, token types, and `tokenizer.ggml.pre` naming the
-  pre-tokenizer regex llama.cpp applies before BPE. Which one is found by behaviour: the
-  tokenizer's own pre-tokenizer splits a probe text, and the split is compared with each regex
-  llama.cpp knows (GPT-2, Llama 3, Qwen2), so a tokenizer.json spelling the regex differently
-  is still recognised, and one that splits otherwise is refused rather than silently mis-split.
-- SentencePiece (Llama 2, Mistral, TinyLlama style: BPE with byte fallback or Unigram, "▁" for
-  spaces): `tokenizer.ggml.model = "llama"`, pieces, scores and types. For a BPE model the score
-  of a piece is minus the rank of the merge that makes it, so llama.cpp's highest-score-first
-  merging picks the same pairs as transformers' lowest-rank-first.
-
-- one token per character (the built-in demo model's word-level tokenizer over single
-  characters): written as byte-level BPE whose only merges join the UTF-8 bytes of a character.
-
-Everything is read through `transformers`/`tokenizers` (the tokenizer.json state and the
-tokenizer's behaviour), not by parsing files by hand. Anything else (word-level over words,
-WordPiece) raises a `ModelError` naming what is supported.
-Embedding rows beyond the tokenizer's ids (Qwen2.5 has 151,936 rows for 151,665 ids) become
-unused "[PAD<id>]" tokens, as llama.cpp needs one token per row.
+Not here: the tensors (export/gguf_tensors.py) and the file (export/gguf.py).
+Try it: the example in export/gguf.py.
 """
 
 from __future__ import annotations
@@ -233,7 +221,23 @@ def _characters_as_bpe(tokens: list[str], added: dict, vocab_ids: set[int], spec
 
 def read_vocab(tok, rows: int, generation: dict | None = None) -> Vocab:
     """The GGUF vocabulary of the loaded fast tokenizer `tok` for an embedding of `rows` rows;
-    `generation` is generation_config.json's content (its EOS and BOS ids count too)."""
+    `generation` is generation_config.json's content (its EOS and BOS ids count too).
+
+    - byte-level BPE: `tokenizer.ggml.model = "gpt2"`, the tokens in their byte-level spelling,
+      merges, token types, and `tokenizer.ggml.pre` naming the pre-tokenizer regex llama.cpp
+      applies before BPE. Which one is found by behaviour: the tokenizer's own pre-tokenizer
+      splits a probe text, and the split is compared with each regex llama.cpp knows (GPT-2,
+      Llama 3, Qwen2), so a tokenizer.json spelling the regex differently is still recognised,
+      and one that splits otherwise is refused rather than silently mis-split.
+    - SentencePiece (BPE with byte fallback or Unigram, "▁" for spaces): `tokenizer.ggml.model
+      = "llama"`, pieces, scores and types. For a BPE model the score of a piece is minus the
+      rank of the merge that makes it, so llama.cpp's highest-score-first merging picks the same
+      pairs as transformers' lowest-rank-first.
+    - one token per character (a word-level tokenizer over single characters): written as
+      byte-level BPE whose only merges join the UTF-8 bytes of a character.
+
+    Embedding rows beyond the ids (Qwen2.5 has 151,936 rows for 151,665 ids) become unused
+    "[PAD<id>]" tokens."""
     backend = getattr(tok, "backend_tokenizer", None)
     if backend is None:
         raise ModelError(_unsupported("a slow (Python-only) tokenizer without a tokenizer.json"))

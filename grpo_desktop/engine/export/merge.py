@@ -1,19 +1,14 @@
-"""The torch side of `engine/export/pipeline.py`: write a checkpoint's adapter, or merge it into its base.
+"""The torch side of export/pipeline.py: write a checkpoint's adapter, or merge it into its base.
 
-`write_adapter(plan, folder, stage)` copies the PEFT adapter (its adapter_config.json pointing
-at the base model the run used: a hub id, or the base folder's absolute path), the base's
-tokenizer and a README.txt saying what base it needs and how to load it.
-`write_merged(plan, folder, stage)` loads the base (or a full fine-tuning checkpoint's weights)
-in the plan's dtype, merges the LoRA adapter into it (`merge_and_unload`: W + scale · B·A), and
-saves the model as safetensors with its tokenizer, chat template and a generation_config whose
-eos_token_id is every id the run stopped completions at (engine/rollout.stop_ids). A 4-bit or
-8-bit run's base is reloaded unquantized in bfloat16 from its folder (export_plan says why); a
-base saved already quantized by bitsandbytes (no full-precision copy) is dequantized to bfloat16
-first. Other saved quantizations (GPTQ, AWQ ...) are refused with what to do.
+`write_adapter` copies the PEFT adapter (its adapter_config.json pointing at the base the run
+used: a hub id, or the base folder's absolute path), the base's tokenizer and a README.txt saying
+what base it needs and how to load it. `write_merged` merges the LoRA adapter into its base
+(`merge_and_unload`: W + scale · B·A) and saves the model as safetensors with its tokenizer,
+chat template and a generation_config that stops where the run's completions stopped.
 
 `stage(fraction, message)` reports progress and raises ExportCancelled when the user cancelled.
-Writes only into `folder` (a temporary one: export.py renames it into place). Not for GGUF or TRL
-(export_gguf.py, export_trl.py).
+Writes only into `folder` (a temporary one: pipeline.py renames it into place). Not for GGUF or
+TRL (export/gguf.py, export/trl_project.py). Try it: the `export` example in export/pipeline.py.
 """
 
 from __future__ import annotations
@@ -106,7 +101,7 @@ def _readme(plan: ExportPlan, what: str, load: str, tokenizer, stop: list[int]) 
 
 
 def write_adapter(plan: ExportPlan, folder: str, stage, remote_code=None) -> dict:
-    """The adapter folder (see the module docstring); returns summary fields."""
+    """The adapter folder: adapter, the base's tokenizer, README.txt; returns summary fields."""
     _check_base_available(plan)
     os.makedirs(folder, exist_ok=True)
     stage(0.1, "Copying the adapter")
@@ -191,7 +186,14 @@ def _check_architecture(path: str, trust: bool) -> None:
 
 
 def write_merged(plan: ExportPlan, folder: str, stage, remote_code=None) -> dict:
-    """The merged model folder (see the module docstring); returns summary fields."""
+    """The merged model folder; returns summary fields.
+
+    Loads the base (or a full fine-tuning checkpoint's weights) in the plan's dtype, merges the
+    adapter and saves it; the generation_config's eos_token_id is every id the run stopped
+    completions at (engine/sampling/rollout.py, `stop_ids`). A 4-bit or 8-bit run's base is
+    reloaded unquantized in bfloat16 from its folder (export/plan.py says why); a base saved
+    already quantized by bitsandbytes (no full-precision copy) is dequantized to bfloat16
+    first. Other saved quantizations (GPTQ, AWQ …) are refused with what to do."""
     import torch
     from transformers import AutoModelForCausalLM
 

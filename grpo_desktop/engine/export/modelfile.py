@@ -1,17 +1,15 @@
 """An Ollama `Modelfile` for an exported GGUF file: FROM, TEMPLATE, stop tokens, defaults.
 
 Ollama does not run the model's Jinja chat template; it needs a Go template. The translation is
-by behaviour, not by parsing Jinja: the model's template is rendered (transformers'
-`apply_chat_template`) on probe conversations with marker texts, the rendering is matched
-against the known message layouts (ChatML as in Qwen, Llama 3's headers, and the
-`<|role|>...<|end|>` layout), the parts the layout leaves open are read off (the text before
-the first message, a system prompt's fixed prefix, a default system prompt), and the layout is
-accepted only if it reproduces the model's rendering of every probe conversation exactly. The
-accepted layout is then written as a Go template over Ollama's `.System` and `.Messages`.
+by behaviour, not by parsing Jinja: the model's template is rendered on probe conversations with
+marker texts, matched against the known message layouts (ChatML as in Qwen, Llama 3's headers,
+the `<|role|>...<|end|>` layout), and accepted only if it reproduces the model's rendering of
+every probe exactly (`chat_form`); it is then written as a Go template over Ollama's `.System`
+and `.Messages`. A template that matches no layout gets a plain template and a comment saying so;
+the original still travels in the GGUF file, which llama.cpp and LM Studio use directly.
 
-A template that matches no layout (or a model without one) gets a plain template and a comment
-saying so; the original Jinja template still travels in the GGUF file's
-`tokenizer.chat_template`, which llama.cpp and LM Studio use directly.
+Try it:  python -c "from grpo_desktop.engine.export.modelfile import chat_form; \\
+from grpo_desktop.engine.models.tiny import build_tokenizer; print(chat_form(build_tokenizer()))"
 """
 
 from __future__ import annotations

@@ -3,28 +3,15 @@
     export(source, fmt, out_dir, *, checkpoint=None, outtype="f16", force=False,
            progress=None, cancel=None, remote_code=None) -> dict
 
-- `adapter`: the checkpoint's LoRA adapter (adapter_model.safetensors, adapter_config.json whose
-  base_model_name_or_path names the base it needs), the base's tokenizer and a README.txt;
-  `PeftModel.from_pretrained(base, out_dir)` loads it.
-- `merged`: the whole model (safetensors, tokenizer, chat template, a generation_config whose
-  eos_token_id lists every stop id the run stopped at), loadable with
-  `AutoModelForCausalLM.from_pretrained(out_dir)` (engine/export/merge.py). A full fine-tuning run
-  exports its own weights; a 4-bit or 8-bit run merges into the base reloaded unquantized in
-  bfloat16 (export_plan.py says why, and how large).
-- `gguf`: the merged model in a temporary folder, then `engine.export.gguf.write_gguf`.
-- `trl`: `engine.export.trl_project.write_trl_project` with the run's (or the given) settings.
-
 `source` is a run folder or a checkpoint folder (RUN/checkpoints/step-N); for `trl` also a
-settings JSON or a TrainConfig. Sessions are resolved to their run folder (or settings) by the
-caller (cli/export_cmd.py, the Export dialog): the engine does not read the session layer.
+settings JSON or a TrainConfig. Sessions are resolved to their run folder by the caller
+(cli/export_cmd.py, the Export dialog): the engine does not read the session layer. Everything is
+written into a temporary folder beside `out_dir` and renamed into place at the end, so a crash, a
+Cancel or a full disk never leaves a half export under the chosen name.
 
-Everything is written into a temporary folder beside `out_dir` and renamed into place at the
-end, so a crash, a Cancel or a full disk never leaves a half export under the chosen name: the
-temporary folder is removed. Before writing, the free space is checked against the expected
-size; a disk that fills up anyway (ENOSPC) removes what was written and raises `ExportDiskFull`.
-An existing, non-empty `out_dir` is refused unless `force` (then replaced at the end).
-`progress(fraction, message)` is called as it goes; `cancel()` returning True stops it between
-stages (`ExportCancelled`). Returns a summary dict (format, out, bytes, seconds, dtype, step, ...).
+Try it:  grpo-desktop train --demo --out runs/demo && \\
+    python -c "from grpo_desktop.engine.export.pipeline import export; \\
+print(export('runs/demo', 'merged', '/tmp/demo-merged', force=True))"
 """
 
 from __future__ import annotations
@@ -146,8 +133,25 @@ def export(
     cancel: Callable[[], bool] | None = None,
     remote_code=None,
 ) -> dict:
-    """Export `source` as `fmt` into `out_dir` (see the module docstring). Raises UserError
-    subclasses with a message for the user; nothing is left behind on any error."""
+    """Export `source` as `fmt` into `out_dir`. Raises UserError subclasses with a message for
+    the user; nothing is left behind on any error.
+
+    - `adapter`: the checkpoint's LoRA adapter (adapter_config.json's base_model_name_or_path
+      names the base it needs), the base's tokenizer and a README.txt;
+      `PeftModel.from_pretrained(base, out_dir)` loads it.
+    - `merged`: the whole model (safetensors, tokenizer, chat template, a generation_config
+      listing every stop id the run stopped at), loadable with
+      `AutoModelForCausalLM.from_pretrained(out_dir)` (export/merge.py). A full fine-tuning run
+      exports its own weights; a 4-bit or 8-bit run merges into the base reloaded unquantized in
+      bfloat16 (export/plan.py says why, and how large).
+    - `gguf`: the merged model in a temporary folder, then `export.gguf.write_gguf`.
+    - `trl`: `export.trl_project.write_trl_project` with the run's (or the given) settings.
+
+    Before writing, the free space is checked against the expected size; a disk that fills up
+    anyway (ENOSPC) removes what was written and raises `ExportDiskFull`. An existing, non-empty
+    `out_dir` is refused unless `force` (then replaced at the end). `progress(fraction,
+    message)` is called as it goes; `cancel()` returning True stops it between stages
+    (`ExportCancelled`). Returns a summary dict (format, out, bytes, seconds, dtype, step, …)."""
     t0 = time.perf_counter()
     stage = _Stages(progress, cancel)
     plan = plan_export(source, fmt, checkpoint, outtype)

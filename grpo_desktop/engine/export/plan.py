@@ -5,12 +5,13 @@ model, the output's dtype and expected size, and the user-facing errors for a ba
 CLI's questions before anything is loaded: which checkpoint (the newest whole one, or step
 `checkpoint`), which base model the adapter needs (a folder, a hub id, or the built-in demo's
 folder), the dtype the result is written in and why (a 4-bit or 8-bit run merges into bfloat16),
-and how many bytes it takes (read from the safetensors headers, nothing loaded). `engine/export/pipeline.py`
-does the writing; this module only reads. A settings JSON (for `trl`) needs no checkpoint.
+and how many bytes it takes (read from the safetensors headers, nothing loaded).
+export/pipeline.py does the writing; this module only reads. Errors a user can act on are
+`ExportError` (a UserError): no checkpoint yet, a damaged or missing step, a missing base model,
+a format that does not fit the run. Torch-free.
 
-Errors a user can act on are `ExportError` (a UserError): no checkpoint yet, a damaged or missing
-checkpoint step, a missing base model, a format that does not fit the run (an adapter from a full
-fine-tuning run). Torch-free.
+Try it:  python -c "from grpo_desktop.engine.export.plan import plan_export; \\
+print(plan_export('runs/demo', 'merged'))"
 """
 
 from __future__ import annotations

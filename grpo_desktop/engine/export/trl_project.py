@@ -1,17 +1,15 @@
 """Export a run's settings as a self-contained TRL + accelerate project folder.
 
 `write_trl_project(cfg, out_dir)` writes train.py (TRL's GRPOTrainer with GRPO Desktop's rewards),
-settings.json (the settings in TRL's terms, from the mapping table in export_trl_map.py), the
-training data as the app loads it (data/train.jsonl, held-out rows in data/heldout.jsonl), the
-custom checker's source, accelerate configs (one GPU, DDP, DeepSpeed ZeRO-2/3, FSDP, several
-nodes), a SLURM job, requirements.txt pinned to the versions this export was tested with, and a
-README with the launch commands and the settings TRL has no equivalent for. A built-in model
-(builtin:demo) is copied into model/ so the folder runs anywhere grpo-desktop is installed.
+settings.json (the settings in TRL's terms, from the table in export/trl_map.py), the training
+data as the app loads it, the custom checker's source, accelerate configs (one GPU, DDP,
+DeepSpeed ZeRO-2/3, FSDP, several nodes), a SLURM job, pinned requirements and a README with the
+launch commands and the settings TRL has no equivalent for. A built-in model (builtin:demo) is
+copied into model/ so the folder runs anywhere grpo-desktop is installed.
 
-The templates are files under grpo_desktop/resources/trl_project/ (package data). Torch-free:
-nothing here imports torch, transformers or trl; the data is read with the app's own loader.
-Does not run the project (the tests do) and does not know about sessions or runs (engine/export/pipeline.py
-and the CLI turn those into a TrainConfig).
+The templates are package data under grpo_desktop/resources/trl_project/. Torch-free: nothing
+here imports torch, transformers or trl. Does not run the project (the tests do) and does not
+know about sessions or runs (export/pipeline.py and the CLI turn those into a TrainConfig).
 
 Try it:  python -c "from grpo_desktop.engine.export.trl_project import write_trl_project as w; \\
 from grpo_desktop.engine.config import TrainConfig; print(w(TrainConfig(), '/tmp/trl_demo'))"
@@ -177,10 +175,13 @@ def _readme(cfg: TrainConfig, settings: dict, counts: tuple[int, int], model_not
 def write_trl_project(cfg: TrainConfig, out_dir: str, *, progress: Progress | None = None) -> dict:
     """Write the TRL project for `cfg` into `out_dir` (created; files in it are replaced).
 
-    `progress(fraction, message)` is called before each part is written (fraction 0..1). Returns a summary: out_dir,
-    files (relative paths), train_rows, heldout_rows, unmapped (the settings TRL has no
-    equivalent for) and command (the one-process launch). Raises ConfigError for invalid
-    settings and UserError (DataError, ModelError) when the data or model cannot be read."""
+    The data goes to data/train.jsonl and the held-out rows to data/heldout.jsonl, read with the
+    app's own loader; requirements.txt pins the versions this export was tested with.
+    `progress(fraction, message)` is called before each part is written (fraction 0..1).
+    Returns a summary: out_dir, files (relative paths), train_rows, heldout_rows, unmapped (the
+    settings TRL has no equivalent for) and command (the one-process launch). Raises ConfigError
+    for invalid settings and UserError (DataError, ModelError) when the data or model cannot be
+    read."""
     say = progress or (lambda fraction, message: None)
     problems = cfg.validate()
     if problems:

@@ -1,10 +1,12 @@
 """Held-out evaluation: greedy answers on problems the run never trains on.
 
 This side evaluation is what tells real progress from reward hacking: the training reward can rise
-while held-out accuracy does not. Used by the trainer (every N steps, at start and end) and by
-`grpo-desktop eval` (engine/variants/eval_target.py). `sampled_format_rate` is the format rate of answers
-sampled at a temperature (1 by default): how often the model follows the format when it explores,
-which greedy decoding hides.
+while held-out accuracy does not. Used by the trainer (at the start, every eval_every steps and at
+the end) and by `grpo-desktop eval` (engine/variants/eval_target.py). `sampled_format_rate` is the
+format rate of answers sampled at a temperature (1 by default): how often the model follows the
+format when it explores, which greedy decoding hides.
+
+Try it:  grpo-desktop train --demo --out runs/demo && grpo-desktop eval runs/demo
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ def _answer_batches(policy, examples: list[Example], cfg: TrainConfig, **samplin
 def evaluate(
     policy, examples: list[Example], cfg: TrainConfig, step: int, n_samples: int = 4
 ) -> EvalResult:
+    """Accuracy and format rate of greedy answers to `examples`, scored by the run's accuracy
+    settings, with the first `n_samples` answers kept for the log."""
     r = cfg.rewards
     correct = formatted = 0.0
     lengths: list[float] = []

@@ -1,22 +1,13 @@
-"""Alerts about the run that a user must see: today, a custom checker that fails or hangs.
+"""Alerts about a custom checker that fails or hangs, which a user must see.
 
-A checker that raises on every rollout used to end "Finished all steps" with no word (the reward
-silently lost that part), and one that always hangs made every step take B·G·timeout seconds.
-`CheckerWatch` reads each step's checker errors and returns `Alert` events (one schema, shared
-with the later health alarms) and, when the checker timed out on every call two steps running,
-the message the run stops with.
-
-Rules (per run):
-- `checker_errors` (warning), once: the first step in which the checker failed on more than a
-  quarter of the answers, with the first error text.
-- `checker_timeouts` (critical): a step in which every call timed out; if the next step is the
-  same, the run stops ("failed") with a message saying what to fix.
-
-Torch-free, so the CLI and tests read it without loading the engine.
+A checker that raises on every rollout leaves the reward without that part, and the run would
+still end "Finished all steps"; one that always hangs makes every step take B·G·timeout seconds.
+`CheckerWatch` reads each step's checker errors and returns `Alert` events (the schema the health
+alarms share) and, when the checker timed out on every call two steps running, the message the
+run stops with. Torch-free, so the CLI and tests read it without loading the engine.
 
 Try it:
-    python -c "from grpo_desktop.engine.health.checker_watch import CheckerWatch as W; w = W(); \
-print(w.after_step(1, ['check() timed out after 5.0 s'] * 4))"
+    python -c "from grpo_desktop.engine.health.checker_watch import CheckerWatch as W; w = W(); print(w.after_step(1, ['check() timed out after 5.0 s'] * 4))"
 """
 
 from __future__ import annotations
@@ -33,7 +24,13 @@ def is_timeout(error: str | None) -> bool:
 
 
 class CheckerWatch:
-    """Watches the custom checker's errors step by step; see the module docstring."""
+    """Watches the custom checker's errors step by step. Rules (per run):
+
+    - `checker_errors` (warning), once: the first step in which the checker failed on more than
+      a quarter of the answers, with the first error text.
+    - `checker_timeouts` (critical): a step in which every call timed out; if the next step is
+      the same, the run stops ("failed") with a message saying what to fix.
+    """
 
     def __init__(self, timeout_s: float | None = None):
         self.timeout_s = timeout_s

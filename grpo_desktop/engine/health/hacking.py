@@ -1,8 +1,10 @@
-"""The reward-hacking rules of the health alarms (engine/health/monitors.py), apart so each file stays short.
+"""The reward-hacking rules of the health alarms (engine/health/monitors.py), apart so each file
+stays short.
 
 `HackingRules` is mixed into `HealthMonitor`: the format reward's share of the reward's spread
 inside groups (pooled over a few steps) and the training reward's rise against held-out accuracy
-over the last evaluations. See health.py's docstring for what raises reward_hacking. Torch-free.
+over the last evaluations. `HealthMonitor`'s docstring says what raises reward_hacking.
+Torch-free. Try it: the example in engine/health/monitors.py.
 """
 
 from __future__ import annotations

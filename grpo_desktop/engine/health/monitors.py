@@ -7,29 +7,9 @@ and saved sessions get the alerts like any other event; a resumed run first `rep
 an alarm raised before the stop is not raised again. The kinds, their titles and explanations are
 in engine/alarm_kinds.py; the thresholds in the config's `alerts` section (engine/config/alerts.py).
 
-What raises each kind (defaults in brackets):
-- reward_hacking: over the last [4] held-out evaluations the training reward rose by [10 %] of the
-  highest reward possible (least-squares fits) while held-out accuracy gained less than [2
-  points] and either fell by [5 points] or more, or more right training answers do not explain
-  that rise (its accuracy part, weight × the fitted rise of rewards/accuracy/mean, subtracted,
-  still [10 %]: held-out accuracy of 100 problems moves ±5 points by chance); or, over 5 steps,
-  the format reward made [60 %] or more of the reward's spread inside groups (its share of the
-  pooled within-group variance: Σ cov(w·format, total) / Σ var(total)).
-- no_signal: frac_reward_zero_std ≥ [0.8] for [5] steps running; the rollouts say whether the
-  groups without spread were all right (too easy) or all wrong (too hard).
-- truncation: completions/clipped_ratio ≥ [0.5] for [3] steps running.
-- length_drift / length_collapse: mean length ≥ 1.5× or ≤ 0.5× / ≤ [0.2]× the mean of the first
-  [10] steps, [3] steps running (a collapse also counts as the drift).
-- kl_blowup: KL ≥ [10]× its median over the previous ≤ 50 steps (at least 5) and ≥ [0.05].
-- entropy_collapse: entropy ≤ [0.05]× the median of the first [10] steps, [3] steps running.
-- grad_spike: grad_norm ≥ [25]× its median over the previous ≤ 50 steps (at least 5, zeros left
-  out). GRPO's gradient norms are heavy-tailed: the healthy demo reaches 13× its median.
-
 It does not stop the run or change training; it reads numbers. Torch-free.
 
-Try it:  python -c "from grpo_desktop.engine.health.monitors import HealthMonitor as H; h = H(); \
-print([h.observe({'type': 'step', 'step': s, 'metrics': {'completions/clipped_ratio': 1.0}}) \
-for s in (1, 2, 3)][-1])"
+Try it:  python -c "from grpo_desktop.engine.health.monitors import HealthMonitor as H; h = H(); print([h.observe({'type': 'step', 'step': s, 'metrics': {'completions/clipped_ratio': 1.0}}) for s in (1, 2, 3)][-1])"
 """
 
 from __future__ import annotations
@@ -59,7 +39,28 @@ _SKIPPED_LINE = '{"type": "rollouts"'  # replaying a log needs no rollouts
 
 
 class HealthMonitor(HackingRules):
-    """See the module docstring. One monitor per run (a resumed run: replay its log first)."""
+    """The health alarms of one run (a resumed run: replay its log first). What raises each kind
+    (defaults in brackets):
+
+    - reward_hacking: over the last [4] held-out evaluations the training reward rose by [10 %]
+      of the highest reward possible (least-squares fits) while held-out accuracy gained less
+      than [2 points] and either fell by [5 points] or more, or more right training answers do
+      not explain that rise (its accuracy part, weight × the fitted rise of
+      rewards/accuracy/mean, subtracted, still [10 %]: held-out accuracy of 100 problems moves
+      ±5 points by chance); or, over 5 steps, the format reward made [60 %] or more of the
+      reward's spread inside groups (its share of the pooled within-group variance:
+      Σ cov(w·format, total) / Σ var(total)).
+    - no_signal: frac_reward_zero_std ≥ [0.8] for [5] steps running; the rollouts say whether
+      the groups without spread were all right (too easy) or all wrong (too hard).
+    - truncation: completions/clipped_ratio ≥ [0.5] for [3] steps running.
+    - length_drift / length_collapse: mean length ≥ 1.5× or ≤ 0.5× / ≤ [0.2]× the mean of the
+      first [10] steps, [3] steps running (a collapse also counts as the drift).
+    - kl_blowup: KL ≥ [10]× its median over the previous ≤ 50 steps (at least 5) and ≥ [0.05].
+    - entropy_collapse: entropy ≤ [0.05]× the median of the first [10] steps, [3] steps running.
+    - grad_spike: grad_norm ≥ [25]× its median over the previous ≤ 50 steps (at least 5, zeros
+      left out). GRPO's gradient norms are heavy-tailed: healthy demo runs come within a factor
+      of two of the threshold (bench/README.md, "Health alarms on the demo").
+    """
 
     def __init__(self, settings: AlertsConfig | None = None, weights: dict | None = None):
         self.settings = settings or AlertsConfig()

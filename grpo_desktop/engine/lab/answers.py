@@ -1,26 +1,11 @@
 """The answer-level GRPO Lab's math: a softmax policy over four whole answers to 17 × 24.
 
-The lesson "Training a reasoner with GRPO" (../shared/seeds/000) teaches GRPO on a toy policy: the
-model's only choice is which of a handful of complete answers to write, so the policy is one
-logit per answer and every quantity of a GRPO step can be computed exactly and shown:
-
-    answers    408 (right), 398 and 418 (wrong), the hedge "398 or 408"; start 25 / 45 / 25 / 5 %
-    sample     a group of G answers from softmax(logits) with a seeded RNG
-    score      strict checker: 1 for "408" only; sloppy checker: also 1 for the hedge (a gap the
-               policy learns to exploit — reward hacking)
-    advantage  A_i = (r_i − mean) / std, std dividing by G (as the lesson and its lab do); a group
-               whose answers all score the same has std 0 and every A_i = 0 (no signal)
-    gradient   ∇_z log π(o_i) = one-hot(o_i) − p, so the policy-gradient step on the logits is
-               Δz = lr · [ (1/G) Σ_i A_i (one-hot(o_i) − p)  −  β ∇_z KL(π ‖ π_start) ]
-    KL         exact: KL(π ‖ π_start) = Σ_k p_k log(p_k / r_k), with ∇_{z_j} KL = p_j (log(p_j/r_j) − KL)
-
-Because a group's advantages sum to zero, the −p term of the policy gradient vanishes and each
-answer's logit moves by lr × (sum of its advantages) ÷ G — the lesson's table. With the lesson's
-group (408, 398, 398, 418; lr 0.5) the advantages are +√3 ≈ +1.732 and −1/√3 ≈ −0.577 and the
-probabilities after the step 31.6 / 39.6 / 23.7 / 5.1 %.
-
-Also here: the chance that a group of G carries any signal for a problem the model solves with
-probability p, 1 − p^G − (1 − p)^G (the lesson's table for G = 2, 4, 8, 16).
+GRPO on a toy policy: the model's only choice is which of four complete answers to write (408
+right; 398 and 418 wrong; the hedge "398 or 408"), so the policy is one logit per answer and
+every quantity of a GRPO step (rewards, advantages, the policy gradient, the exact KL) can be
+computed exactly and shown (`grpo_step` has the formulas). A sloppy checker that also pays the
+hedge shows reward hacking; `signal_probability` shows why larger groups teach more often. The
+worked example (LESSON_GROUP, LESSON_LR) is docs/grpo.md's "One step by hand".
 
 Pure Python (no torch, no numpy, no Qt): the Lab window draws from it and the tests pin it. It
 does not model tokens, ratio clipping (one update per group: the ratio is exactly 1) or the
@@ -36,14 +21,15 @@ from dataclasses import dataclass, field
 ANSWERS: tuple[str, ...] = ("408", "398", "418", "398 or 408")
 RIGHT = 0  # index of "408"
 HEDGE = 3  # index of "398 or 408"
-START_PROBS: tuple[float, ...] = (0.25, 0.45, 0.25, 0.05)  # the lesson's model
-# A weaker model for the same problem: the hedge is likelier than the right answer. With the lesson's
-# model the sloppy checker pays the hedge like 408, but 408 starts five times likelier and wins the
-# race (a rewarded answer's logit grows in proportion to its own probability); starting from this
-# one the hedge takes over — the lesson's "a sloppy checker gets gamed first on the hardest problems".
+START_PROBS: tuple[float, ...] = (0.25, 0.45, 0.25, 0.05)  # the worked example's model
+# A weaker model for the same problem: the hedge is likelier than the right answer. With the
+# standard model the sloppy checker pays the hedge like 408, but 408 starts five times likelier and
+# wins the race (a rewarded answer's logit grows in proportion to its own probability); starting
+# from this one the hedge takes over: a sloppy checker gets gamed first on the hardest problems.
 WEAK_START_PROBS: tuple[float, ...] = (0.05, 0.50, 0.30, 0.15)
 STARTS: dict[str, tuple[float, ...]] = {"lesson": START_PROBS, "weak": WEAK_START_PROBS}
-LESSON_GROUP: tuple[int, ...] = (0, 1, 1, 2)  # 408, 398, 398, 418
+# The worked example (docs/grpo.md, "One step by hand"): the group 408, 398, 398, 418 at lr 0.5.
+LESSON_GROUP: tuple[int, ...] = (0, 1, 1, 2)
 LESSON_LR = 0.5
 CHECKERS = ("strict", "sloppy")
 G_RANGE = (2, 16)
@@ -128,7 +114,20 @@ def grpo_step(
     lr: float = LESSON_LR,
     beta: float = 0.0,
 ) -> LabStep:
-    """One GRPO update of the answer logits for a given group (answer indices)."""
+    """One GRPO update of the answer logits for a given group (answer indices).
+
+        score      strict checker: 1 for "408" only; sloppy checker: also 1 for the hedge
+        advantage  A_i = (r_i − mean) / std, std dividing by G (no 1e-4 in the divisor); a
+                   group whose answers all score the same has std 0 and every A_i = 0
+        gradient   ∇_z log π(o_i) = one-hot(o_i) − p, so the step on the logits is
+                   Δz = lr · [ (1/G) Σ_i A_i (one-hot(o_i) − p)  −  β ∇_z KL(π ‖ π_start) ]
+        KL         exact: KL(π ‖ π_start) = Σ_k p_k log(p_k / r_k),
+                   with ∇_{z_j} KL = p_j (log(p_j / r_j) − KL)
+
+    A group's advantages sum to zero, so the −p term vanishes and each answer's logit moves by
+    lr × (sum of its advantages) ÷ G. The worked example's group (408, 398, 398, 418; lr 0.5)
+    gets advantages +√3 ≈ +1.732 and −1/√3 ≈ −0.577 and moves the probabilities to
+    31.6 / 39.6 / 23.7 / 5.1 %."""
     group = tuple(group)
     G = len(group)
     if G < 1:

@@ -1,15 +1,15 @@
 """The reward-design Lab's built-in group: twelve sampled attempts at 17 × 23 (= 391).
 
-The lesson "Reasoning Fine-Tuning with GRPO" (../shared/seeds/002) has the model sample a group of
-attempts at 17 × 23 and lets the reader design the reward. These are those attempts, written to
-show every case a reward designer meets: right with and without the tags, wrong in tags, a long
-self-correcting chain, a terse one, a hedge ("381 or 391": the strict checker scores it 0, the
-lenient one 1), an empty-ish one, a boxed answer, tags around a guess. The first G form the
-group, so G = 2 (two right answers in tags) is the all-right group that teaches nothing, and the
-default G = 8 holds a healthy spread.
+The Lab lets the reader design the reward for a group of attempts at one problem. These are
+written to show every case a reward designer meets: right with and without the tags, wrong in
+tags, a long self-correcting chain, a terse one, a hedge ("381 or 391": the strict checker scores
+it 0, the lenient one 1), an empty-ish one, a boxed answer, tags around a guess. The first G form
+the group, so G = 2 (two right answers in tags) is the all-right group that teaches nothing, and
+the default G = 8 holds a healthy spread.
 
 Lengths are counted in word pieces (`approx_tokens`: words, numbers and punctuation marks), a
 stand-in for a tokenizer that the Lab says is an estimate. Pure data, no torch, no Qt.
+Try it:  python -c "from grpo_desktop.engine.lab.attempts import *; print(ATTEMPTS[0])"
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
 """The reward-design Lab's model: score a group of rollouts under any reward design, instantly.
 
-The Lab (seed 002's "GRPO Lab", issue 16 §1b/c) holds rollouts that already exist — the built-in
-attempts at 17 × 23 (engine/lab/attempts.py) or a real step's rows from events.jsonl — and
-recomputes every reward and advantage when a setting moves. It uses the engine's own code, so
-what it shows is what a run with these settings would compute: `accuracy_verdicts` and
-`format_reward` (engine/rewards/functions.py) for the parts, the weighted sum that skips "no score" as
-`RewardSet` does, `compute_advantages` (engine/grpo/loss.py) for the advantages, and a
-`CheckerProcess` (the sandboxed child the trainer uses) for a custom checker.
+The Lab holds rollouts that already exist (the built-in attempts at 17 × 23, engine/lab/attempts.py,
+or a real step's rows from events.jsonl) and recomputes every reward and advantage when a setting
+moves. It uses the engine's own code, so what it shows is what a run with these settings would
+compute: `accuracy_verdicts` and `format_reward` (engine/rewards/functions.py), the weighted sum
+that skips "no score" as `RewardSet` does, `compute_advantages` (engine/grpo/loss.py), and a
+`CheckerProcess` (the sandboxed child the trainer uses) for a custom checker. Every score is
+cached (a custom checker's per source and rollout), so re-weighting costs arithmetic only;
+`RewardLab.run_checker` is the one slow call, which the GUI runs in the background.
 
-What is cached: the accuracy verdicts per checker setting (strict/lenient, extraction, tags),
-the format scores, and each custom-checker result per (source, completion, answer, prompt), so
-re-weighting and re-scaling cost arithmetic only. `RewardLab.run_checker` is the one slow call
-(a child process); the GUI runs it in the background.
-
-What it does not do: run a model. There is no policy here, so no KL can be measured: β is
-explained (`kl_note`), never turned into a number. Per-token update sizes are the loss's weight
-on each token of a rollout relative to 1/(number of rollouts): A/L for GRPO's per-sequence mean,
-A/L_max for Dr. GRPO's constant normaliser. torch is imported on the first `compute` only.
-
+Not here: a model. There is no policy, so no KL can be measured: β is explained (`kl_note`),
+never turned into a number. torch is imported on the first `compute` only.
 Try it:  python -m grpo_desktop.engine.lab.rewards
 """
 

@@ -1,21 +1,15 @@
-"""The reward-design Lab's live verdicts: the lesson's three failure modes, named with numbers.
+"""The reward-design Lab's live verdicts: GRPO's three classic failure modes, named with numbers.
 
 `verdicts(settings, rows, groups)` looks at one scored group (or a real step's groups) and says
-which of seed 002's failure modes the settings cause, quoting the rollouts that show it:
+which failure modes the settings cause, quoting the rollouts that show it: reward_hacking (the
+cheapest win is the tags, not the answer), length_bias (a short rollout's tokens pushed harder
+than a long one's with the same advantage) and no_signal (a group whose rewards are all equal
+teaches nothing). With none of them it says what a healthy step looks like ("ok").
+`kl_note(beta)` explains the KL leash in words: there is no model in the Lab, so there is no KL
+to measure, and it says so.
 
-- reward_hacking: the format weight is at or above the accuracy weight, so a wrong answer in
-  tags scores at least as much as a right one without them: the cheapest win is the tags.
-- length_bias: with GRPO's per-sequence mean (length normalisation on) every rollout's loss is
-  divided by its own length, so a short rollout's tokens get a bigger push than a long one's with
-  the same advantage; Dr. GRPO divides by one constant instead.
-  With accuracy dominant it still warns when a group's rollouts are all right (or all wrong)
-  but their rewards differ: the other parts then decide every advantage of that group.
-- no_signal: a group whose rewards are all equal (all right, all wrong, every weight 0) has every
-  advantage exactly 0: it teaches nothing.
-
-With none of them it says what a healthy step looks like ("ok"). `kl_note(beta)` explains the KL
-leash in words: there is no model in the Lab, so there is no KL to measure, and it says so.
 Pure Python: no torch, no Qt. The rows are engine.lab.rewards.ScoredRollout (duck-typed here).
+Try it:  python -m grpo_desktop.engine.lab.rewards
 """
 
 from __future__ import annotations
@@ -199,7 +193,17 @@ def _no_signal(s, rows, groups) -> Verdict | None:
 
 
 def verdicts(settings, rows, groups) -> list[Verdict]:
-    """The failure modes these settings cause on these rows, or one "ok" verdict."""
+    """The failure modes these settings cause on these rows, or one "ok" verdict.
+
+    - reward_hacking: the format weight is at or above the accuracy weight, so a wrong answer in
+      tags scores at least as much as a right one without them. With accuracy dominant it still
+      warns when a group's rollouts are all right (or all wrong) but their rewards differ: the
+      other parts then decide every advantage of that group.
+    - length_bias: with GRPO's per-sequence mean (length normalisation on) every rollout's loss
+      is divided by its own length, so a short rollout's tokens get a bigger push than a long
+      one's with the same advantage; Dr. GRPO divides by one constant instead.
+    - no_signal: a group whose rewards are all equal (all right, all wrong, every weight 0) has
+      every advantage exactly 0."""
     found = [
         v
         for v in (

@@ -1,23 +1,13 @@
 """Finding the final answer in a completion, and noticing when it hedges.
 
-`read_answer` returns every candidate value of the final answer region, in order:
-1. the <answer> tags (a \\boxed{} inside a tag is what counts), else
-2. the \\boxed{} answers, else
-3. the final-answer sentence ("The answer is 18.", "Final answer: 3/4", "#### 18"), else
-4. the last value in the text (a number, 3/4, √2, 2π, or a $…$ formula).
-Text after the last </think> is searched first, then the whole completion. Within a region, a
-computation counts by its result ("9 × 2 = 18"), units and words are dropped ("18 dollars",
-"320,000 people"), an explanation after the answer is not a second answer ("The answer is 18,
-since …", "18 (9 × 2)"), but alternatives are: "17 or 18", "16, 17, 18", two tags or two boxes
-with different values. The strict checker scores a reading with several different values 0; the
-lenient one takes the last (see engine.rewards.functions).
+`read_answer` returns every candidate value of the final answer region: the <answer> tags, else
+the \\boxed{} answers, else the final-answer sentence ("The answer is 18.", "#### 18"), else the
+last value in the text. Several different values ("17 or 18", two boxes) are how a hedge shows,
+so the strict checker in engine.rewards.functions can score it 0. `read_reference` reads a
+dataset's answer the same way (GSM8K's "… #### 72", a MATH solution's last \\boxed{}).
 
-`read_reference` reads a dataset's answer the same way (GSM8K's "… #### 72", a MATH solution's
-last \\boxed{}); a reference with several values ("2, -3", a set) is a list to match as a whole.
-
-What this does not do: compare values (engine.rewards.values, math-verify in engine.rewards.functions),
-understand prose ("the answer is not 17"), or read answers spread over several sentences.
-Pure Python, linear time in the length of the text.
+Not here: comparing values (engine.rewards.values), understanding prose ("the answer is not
+17"), answers spread over several sentences. Pure Python, linear in the length of the text.
 
 Try it:
     python -c "from grpo_desktop.engine.rewards.answers import read_answer as r; print(r('It is 7 or 8'))"
@@ -214,10 +204,14 @@ def _last_values(scope: str) -> list[Value]:
 def read_answer(
     text: str, mode: str = "auto", answer_tag: str = "answer", think_tag: str = "think"
 ) -> Reading:
-    """Every candidate value of the completion's final answer region (see the module doc).
+    """Every candidate value of the completion's final answer region, in order.
 
     mode: auto (tags, boxes, final-answer sentence, last value), answer_tag, boxed or
-    last_number (that region only)."""
+    last_number (that region only). Text after the last </think> is searched first, then the
+    whole completion; a \\boxed{} inside a tag is what counts. Within a region a computation
+    counts by its result ("9 × 2 = 18"), units and words are dropped ("18 dollars"), and an
+    explanation after the answer is not a second answer ("18, since …", "18 (9 × 2)"); but
+    alternatives are: "17 or 18", "16, 17, 18", two tags or boxes with different values."""
     if mode not in MODES:
         raise ValueError(f"unknown answer extraction mode {mode!r}; choose one of {MODES}")
     text = normalise_text(text)

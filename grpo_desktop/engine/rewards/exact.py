@@ -2,11 +2,11 @@
 
 MATH-style answers are mostly of this shape ("\\frac{\\sqrt{3}}{2}", "2\\pi", "3\\sqrt{5}", "\\pi/4",
 "\\frac{1}{\\sqrt{2}}"). Each has one canonical form c·√r·π^k (c a Fraction, r a square-free
-integer, k an integer), so two of them are equal exactly when their forms are, which decides the
-comparison in microseconds instead of a math-verify (sympy) call of 10-200 ms.
+integer, k an integer), so two of them are equal exactly when their forms are: the comparison is
+decided by arithmetic on small integers, without a math-verify (sympy) call.
 
-What this does not do: sums or differences ("1 + \\sqrt{2}" is left to math-verify), variables,
-other functions, roots other than square roots, or huge numbers (it gives up, returning None).
+Not here: sums or differences ("1 + \\sqrt{2}" is left to math-verify), variables, other
+functions, roots other than square roots, or huge numbers (it gives up, returning None).
 Pure Python.
 
 Try it:

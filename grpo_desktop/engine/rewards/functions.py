@@ -1,23 +1,15 @@
 """Reward functions: accuracy of the final answer, the think/answer format, and a user checker.
 
-Each function follows TRL's convention (`fn(completions, **columns) -> list[float | None]`, one
-value per completion, None = could not score). `RewardSet` combines the functions that have a
-positive weight, keeps every function's raw column, and sums the weighted values that exist.
+Each follows TRL's convention (`fn(completions, **columns) -> list[float | None]`, None = could
+not score). `RewardSet` combines those with a positive weight, keeps each one's raw column and
+sums the weighted values that exist. Accuracy reads the final answer with engine.rewards.answers
+and its values with engine.rewards.values; the strict checker (the default) scores a hedge
+("17 or 18") 0, the lenient one takes the last value, to show in the Lab how hedging wins
+against a sloppy checker. Integers compare exactly, other numbers with a relative tolerance,
+everything else (LaTeX, sets) with math-verify, run in a helper process off the main thread.
 
-Accuracy finds the final answer with engine.rewards.answers (answer tag, else \\boxed{}, else the
-final-answer sentence, else the last value) and reads values with engine.rewards.values. The
-strict checker (the default) scores one final answer: a hedge ("17 or 18", two boxes, a list)
-scores 0 with the reason "several answers: 17, 18"; the lenient one takes the last value (the
-sloppy checker the lessons warn about, kept to show hedging win). Numbers compare exactly when
-the reference is an integer, else with a relative tolerance; everything else (LaTeX, expressions,
-sets) with math-verify. math-verify guards slow comparisons (9^{9^{9^9}}) with signal.alarm,
-which only works in the main thread; in any other thread (the GUI's training QThread) its
-comparisons run in a helper process (checker.CheckerProcess) whose calls are killed after
-`MATH_VERIFY_TIMEOUT_S`.
-
-What this does not do: strip a `<think>` the chat template already opened in the prompt. Completions
-are judged as generated; with such a template, the format reward asks for the whole structure.
-Imports neither torch nor math-verify at module level.
+Not here: stripping a `<think>` the chat template already opened in the prompt (completions are
+judged as generated). Imports neither torch nor math-verify at module level.
 
 Try it:
     python -c "from grpo_desktop.engine.rewards.functions import accuracy_verdicts as a; \\
@@ -76,7 +68,11 @@ _verifier_lock = threading.Lock()
 
 
 def _math_verify_many(pairs: list[tuple[str, str]]) -> list[tuple[bool, str | None]]:
-    """(equal, error) per pair; a timeout or crash of the helper process is not equal."""
+    """(equal, error) per pair; a timeout or crash of the helper process is not equal.
+
+    math-verify guards slow comparisons (9^{9^{9^9}}) with signal.alarm, which works only in the
+    main thread; in any other (the GUI's training thread) the comparisons run in a helper
+    process (checker.CheckerProcess) whose calls are killed after MATH_VERIFY_TIMEOUT_S."""
     if threading.current_thread() is threading.main_thread():
         return [(_math_verify_equal(p, r), None) for p, r in pairs]
     global _verifier

@@ -4,11 +4,11 @@
 9 × 2 = $18" as one value each (units and words dropped; a computation counts by its result; an
 explanation after the value, "18 (9 × 2)", is not a second value) and returns every alternative
 it offers: "17 or 18", "16, 17, 18", "x = 2 or x = -3", boxes inside a tag, "18, maybe 20".
-engine.rewards.answers finds the regions; the checkers in engine.rewards.functions decide what several values mean.
+engine.rewards.answers finds the regions; the checkers in engine.rewards.functions decide what
+several values mean.
 
-What this does not do: understand prose beyond "or/and/maybe" and commas ("She has 18 apples
-after eating 2" reads as 18 and stops at the words), compare values (engine.rewards.values).
-Pure Python.
+Not here: prose beyond "or/and/maybe" and commas ("She has 18 apples after eating 2" reads as 18
+and stops at the words), comparing values (engine.rewards.values). Pure Python.
 
 Try it:
     python -c "from grpo_desktop.engine.rewards.regions import region_values as r; \\

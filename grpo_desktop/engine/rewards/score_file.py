@@ -2,32 +2,17 @@
 
 Behind `grpo-desktop score` and the Reward panel's "Test on a file…": a silently broken reward is
 the most common way to waste a GRPO run, so users try theirs on answers they wrote or collected.
-
-Each input line is a JSON object with `completion` (text), `answer` (text or a number, read exactly
-as a dataset's answer column is read, by `engine.data.gold.parse_answer`: GSM8K's "… #### 1,234" gives
-"1234", 42.0 gives "42") and optionally `prompt` (text, passed to a custom checker). Blank lines
-are skipped. `read_score_file` checks the whole file before anything is scored and raises
-ScoreFileError naming each bad line (the first ten) and what is wrong with it, so a half-broken
-file never yields half an answer.
-
-`score_rows` scores with the config's `RewardSet` (the same weights, extraction settings and custom
-checker as a run) in batches and yields one plain dict per row, in order:
-
-    {"rewards": {"accuracy": 1.0, "format": 0.0}, "reward": 1.0, "extracted": "18",
-     "reasons": {}, "error": null}
-
-`rewards` holds the raw (unweighted) score of each part with a positive weight, None where it could
-not score; `reward` is the weighted total as in training (None: no part scored); `error` is the
-custom checker's error text. `extracted` and `reasons` come from the accuracy checker when it
-reports them; without them, `extracted` is the engine's `extract_answer` and `reasons` is {}.
+Each line is a JSON object with `completion`, `answer` (read as a dataset's answer column is,
+engine.data.gold) and optionally `prompt`. `read_score_file` checks the whole file before
+anything is scored, so a half-broken file never yields half an answer; `score_rows` scores with
+the config's `RewardSet`, exactly as a run would, and yields one plain dict per row.
 
 Not here: deciding whether custom checker code may run (the caller's trust gate: --trust-checker,
 the app's Trust button), printing, files other than JSONL. Imports no torch.
 
 Try it:
     printf '{"completion": "<think>2*9</think><answer>18</answer>", "answer": "#### 18"}\\n' > s.jsonl
-    python -c "from grpo_desktop.engine.rewards.score_file import score_file; \
-from grpo_desktop.engine.config.demo import demo_config; print(score_file('s.jsonl', demo_config().rewards))"
+    python -c "from grpo_desktop.engine.rewards.score_file import score_file; from grpo_desktop.engine.config.demo import demo_config; print(score_file('s.jsonl', demo_config().rewards))"
 """
 
 from __future__ import annotations
@@ -107,7 +92,12 @@ def _check_row(row: Any, lineno: int) -> SampleRow | str:
 
 
 def parse_score_lines(lines: Iterable[str], where: str) -> list[SampleRow]:
-    """Check every line of a sample file (`where` names it in messages) and return its rows."""
+    """Check every line of a sample file (`where` names it in messages) and return its rows.
+
+    Each line is a JSON object with `completion` (text), `answer` (text or a number, parsed by
+    engine.data.gold.parse_answer: GSM8K's "… #### 1,234" gives "1234", 42.0 gives "42") and
+    optionally `prompt` (text, passed to a custom checker); blank lines are skipped. Bad lines
+    raise one ScoreFileError naming each (the first ten) and what is wrong with it."""
     rows: list[SampleRow] = []
     problems: list[str] = []
     bad = 0
@@ -177,7 +167,15 @@ def _number(value: float | None) -> float | None:
 def score_rows(
     rewards: RewardsConfig, rows: list[SampleRow], batch_size: int = BATCH_SIZE
 ) -> Iterator[dict[str, Any]]:
-    """One result dict per row, in order, scored `batch_size` rows at a time.
+    """One result dict per row, in order, scored `batch_size` rows at a time:
+
+        {"rewards": {"accuracy": 1.0, "format": 0.0}, "reward": 1.0, "extracted": "18",
+         "reasons": {}, "error": null}
+
+    `rewards` holds the raw (unweighted) score of each part with a positive weight, None where it
+    could not score; `reward` is the weighted total as in training (None: no part scored);
+    `error` is the custom checker's error text. `extracted` and `reasons` come from the accuracy
+    checker when it reports them; else `extracted` is `extract_answer`'s and `reasons` is {}.
 
     Raises CheckerError (a UserError) when a custom checker cannot load; errors of single calls
     are results (`error`), never exceptions."""

@@ -1,19 +1,15 @@
 """Answer text and values: what "18 dollars", "1 800", "−5", "\\frac{3}{4}" and "25%" mean.
 
-The normalisation half of the accuracy reward, used by engine.rewards.answers (which finds the final
-answer in a completion) and engine.rewards.functions (which compares it with the reference):
-- `normalise_text`: Unicode digits (fullwidth, Arabic-Indic, …), minus signs, spaces, zero-width
-  characters, superscripts, √, π and × turned into ASCII or LaTeX; thousands separators ("1 800",
-  "1\\,800", "1{,}800", narrow no-break space) removed.
-- `clean_region`: LaTeX wrappers ($…$, \\text{}, \\left, spacing), bold, currency and degrees
-  dropped from a piece of text that holds an answer.
-- `parse_value`: one candidate answer as a `Value`, exact (a Fraction) when it is a plain number,
-  a fraction, a percentage or in scientific notation, else text for math-verify.
-- `quick_compare`: equal or not without math-verify when that is safe; None means "ask it".
-  Integers compare exactly (1000001 is not 1000000); the relative tolerance is for non-integers.
+The normalisation half of the accuracy reward, used by engine.rewards.answers (which finds the
+final answer) and engine.rewards.functions (which compares it with the reference):
+`normalise_text` turns Unicode digits, minus signs, spaces, superscripts, √, π and × into ASCII
+or LaTeX and drops thousands separators; `clean_region` drops LaTeX wrappers, bold, currency
+and degrees; `parse_value` reads one candidate as a `Value`, exact (a Fraction) for plain
+numbers, fractions, percentages and scientific notation, else text for math-verify;
+`quick_compare` decides equality without math-verify when that is safe (None: ask it).
 
-What this does not do: find the final answer (engine.rewards.answers), run math-verify (engine.rewards.functions),
-read number words or mixed numbers ("1 3/4"). Pure Python: imports neither torch nor math-verify.
+Not here: finding the final answer (engine.rewards.answers), running math-verify
+(engine.rewards.functions), number words or mixed numbers ("1 3/4"). Pure Python.
 
 Try it:
     python -c "from grpo_desktop.engine.rewards.values import *; print(normalise_text('−1 800'))"
@@ -92,7 +88,11 @@ def _char(c: str) -> str:
 
 
 def normalise_text(text: str) -> str:
-    """ASCII digits, signs and spaces; LaTeX for √ π × ≤; no thousands separators."""
+    """ASCII digits, signs and spaces; LaTeX for √ π × ≤; no thousands separators.
+
+    Unicode digits (fullwidth, Arabic-Indic, …), minus signs, zero-width characters and
+    superscripts become ASCII; "1 800", "1\\,800", "1{,}800" and a narrow no-break space as a
+    thousands separator all read 1800."""
     if not text.isascii():
         text = _UNICODE_GROUP_SEP.sub("", text)
         text = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group().translate(_SUPERSCRIPTS) + "}", text)

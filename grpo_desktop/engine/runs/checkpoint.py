@@ -7,18 +7,11 @@ Layout of one checkpoint, `RUN/checkpoints/step-00000040/`:
     trainer_state.json       step, data position, seed, time; written last = the checkpoint is whole
 
 Written to a temporary folder (every file fsynced) and renamed into place, so a crash never leaves
-a half checkpoint under a valid name; a write that fails (a full disk: `DiskFullError`, whose
-message says how much is free and which checkpoint is intact) removes the temporary folder, so
-nothing is left behind. Everything is read back with `torch.load(weights_only=True)`: nothing is
-unpickled, so a checkpoint from elsewhere cannot run code.
-
-A checkpoint folder that already exists under the new one's name is replaced by removing what
-the trainer wrote there; files someone else put in it are kept, in `step-N.kept`.
-
-Resuming takes the newest checkpoint that is whole (`find_resume_point`): one cut short, damaged
-or holding a pickle that weights_only loading refuses is skipped with a `DamagedCheckpoint` that
-names its folder and file, and set aside as `step-N.damaged` (kept, never chosen again).
-Only what the trainer wrote is ever deleted (engine/runs/layout.py).
+a half checkpoint under a valid name (`save_checkpoint`). Everything is read back with
+`torch.load(weights_only=True)`: nothing is unpickled, so a checkpoint from elsewhere cannot run
+code. Resuming takes the newest whole checkpoint (`find_resume_point`). Only what the trainer
+wrote is ever deleted (engine/runs/layout.py).
+Try it:  python -m pytest -q tests/engine/runs/test_damaged_checkpoints.py
 """
 
 from __future__ import annotations
@@ -162,7 +155,11 @@ def save_checkpoint(
     run_dir: str, step: int, policy, optimizer, scheduler, state: dict, keep: int = 2
 ) -> str:
     """Save atomically; delete all but the newest `keep` checkpoints. Returns the folder.
-    Raises DiskFullError when the disk fills up (the temporary folder is removed)."""
+
+    Raises DiskFullError when the disk fills up: its message says how much is free and which
+    checkpoint is intact, and the temporary folder is removed, so nothing is left behind. A
+    checkpoint folder that already exists under the new one's name is replaced by removing what
+    the trainer wrote there; files someone else put in it are kept, in `step-N.kept`."""
     root = checkpoints_dir(run_dir)
     os.makedirs(root, exist_ok=True)
     final = os.path.join(root, f"step-{step:08d}")
@@ -190,7 +187,7 @@ def save_checkpoint(
         os.replace(tmp, final)
     except BaseException as exc:
         full = not isinstance(exc, UserError) and is_disk_full(exc, root)
-        remove_checkpoint(tmp)  # measured before: the temporary folder holds the space
+        remove_checkpoint(tmp)  # only now: is_disk_full measured with its bytes still used
         if full:
             raise disk_full_error(run_dir) from exc
         raise
@@ -259,8 +256,10 @@ def open_checkpoint(folder: str) -> ResumePoint:
 
 def find_resume_point(run_dir: str) -> tuple[ResumePoint | None, list[DamagedCheckpoint]]:
     """The newest checkpoint that reads back whole, and the newer ones skipped (each damaged one
-    is set aside as step-N.damaged). (None, []) when the run has no checkpoint; a UserError when
-    it has some but none is whole (nothing is moved then)."""
+    is set aside as step-N.damaged, kept but never chosen again). A checkpoint is damaged when
+    it was cut short, a file does not read back, or it holds a pickle that weights_only loading
+    refuses; the DamagedCheckpoint names its folder and file. (None, []) when the run has no
+    checkpoint; a UserError when it has some but none is whole (nothing is moved then)."""
     skipped: list[DamagedCheckpoint] = []
     for _step, folder in reversed(list_checkpoints(run_dir)):
         try:

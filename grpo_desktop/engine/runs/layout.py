@@ -4,12 +4,12 @@
     RUN/checkpoints/step-NNNNNNNN.damaged/              one found damaged on resuming, set aside
     RUN/checkpoints/.tmp-step-NNNNNNNN-PID/             one being written
 
-`engine.runs.checkpoint` writes and reads checkpoints (and needs torch); this module finds them, says
-whether one is whole (`checkpoint_problem`: the files are all there and none is cut short — what
-a crash or a full disk leaves; a pickle that would be refused is only found when torch loads it),
-and deletes only what the trainer wrote (`remove_checkpoint`, `remove_temporary`): files and
-folders with the names it gives them, never anything else a user put beside them. The GUI and the
+engine.runs.checkpoint writes and reads checkpoints (and needs torch); this module finds them,
+says whether one is whole (`checkpoint_problem`) and deletes only what the trainer wrote
+(`remove_checkpoint`, `remove_temporary`), never anything a user put beside it. The GUI and the
 session layer use it to tell where a run would continue from without loading torch.
+
+Try it:  python -c "from grpo_desktop.engine.runs.layout import *; print(list_checkpoints('runs/demo'))"
 """
 
 from __future__ import annotations
@@ -108,7 +108,9 @@ def _safetensors_problem(path: str) -> str:
 
 
 def checkpoint_problem(path: str) -> tuple[str, str] | None:
-    """(file, what is wrong) when the checkpoint folder `path` is not whole, else None."""
+    """(file, what is wrong) when the checkpoint folder `path` is not whole, else None: a file
+    missing or cut short, what a crash or a full disk leaves. A pickle that would be refused is
+    only found when torch loads it (engine/runs/checkpoint.py)."""
     try:
         with open(os.path.join(path, STATE_FILE), encoding="utf-8") as fh:
             state = json.load(fh)
