@@ -2,7 +2,7 @@
 
 `memory_bandwidth` times a device-to-device copy; `gpu_metrics` turns a vs_trl summary into decode
 speed against the bandwidth floor (the weights read once per token) and the GPU targets. Shared by
-both scripts, so neither imports the other.
+both scripts, so neither imports the other. Try: `python bench/gpu.py --dry-run-cpu`.
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@ fine-tuning with float32 master weights, decode speed, the memory estimate).
 
 Each probe takes a plain dict (the spec) and returns a dict of figures; a probe raises
 `ProbeFailed` when what it checks does not hold (the figures go with it), any other exception
-when it could not run. bench/gpu_checks.py runs every probe as
-`python bench/gpu_checks.py --probe NAME --spec JSON` under its time budget and reads the last
-JSON line of stdout. On the CPU (`--dry-run-cpu`) the same code runs on tiny models.
+when it could not run. bench/gpu_checks.py runs each one in its own process under its time
+budget and reads the last JSON line of stdout. On the CPU (`--dry-run-cpu`) the same code runs
+on tiny models. Not meant to be imported by the engine; runs nothing by itself.
 
-Not meant to be imported by the engine; runs nothing by itself.
+    python bench/gpu_checks.py --probe NAME --spec JSON
 """
 
 from __future__ import annotations

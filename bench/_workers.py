@@ -1,13 +1,13 @@
 """One side of the comparison, run in its own process: our engine or TRL's GRPOTrainer.
 
 Each worker trains `warmup + steps` steps of a `Workload` and returns a dict: the wall time of
-every timed step (the interval between consecutive step ends, so per-step overhead such as logging
-and event building counts on both sides) and the process CPU time of each, the generation time of each step, our per-phase times,
-the process's peak RSS (`ru_maxrss`, read at the end), on CUDA the peak allocated memory and the
-weight bytes, and on the TRL side whether TRL's prompt tokens equal ours.
+every timed step (between consecutive step ends, so per-step overhead such as logging and event
+building counts on both sides) and its process CPU time, the generation time of each step, our
+per-phase times, the peak RSS (`ru_maxrss`, read at the end), on CUDA the peak allocated memory
+and the weight bytes, and on the TRL side whether TRL's prompt tokens equal ours. A process per
+side keeps each side's peak memory its own. Not meant to be imported by the engine.
 
-Run by bench/vs_trl.py as `python bench/vs_trl.py --worker ours|trl --config JSON`; not meant to
-be imported by the engine.
+    python bench/vs_trl.py --worker ours|trl --config JSON      (as bench/vs_trl.py runs it)
 """
 
 from __future__ import annotations

@@ -1,18 +1,16 @@
 """The work both sides of bench/vs_trl.py do, defined once: model, prompts, reward, settings.
 
-A `Workload` pins everything that decides the cost of a GRPO step: the model (a randomly
-initialised Llama from `engine.models.tiny`, "small" ≈ 3M or "medium" ≈ 25M parameters, local char
-tokenizer; or a Qwen2.5-0.5B-shaped model for bench/gpu.py), B prompts × G completions, the
-completion length C (min = max new tokens, so EOS never shortens the work), loss type, β, LoRA r 16
-(optionally on 4-bit weights) or full fine-tuning, the precision and device, one update per batch.
+A `Workload` pins everything that decides the cost of a GRPO step: the model (an
+`engine.models.tiny` size: "small" ≈ 3M or "medium" ≈ 25M Llama, or "qwen2.5-0.5b" for
+bench/gpu.py; random weights, the local char tokenizer), B prompts × G completions, the
+completion length C (min = max new tokens, so EOS never shortens the work), loss type, β, LoRA
+r 16 (optionally on 4-bit weights) or full fine-tuning, precision and device, one update per
+batch. Every prompt ("What is the last digit of 17 × 24?") has the same number of tokens, so the
+two sides' data orders cannot change the work; the reward is our accuracy reward on the last
+number, a plain function on both sides. bench/README.md ("What identical work means") has the
+whole list. Runs nothing itself: bench/_workers.py runs one side, bench/vs_trl.py orchestrates.
 
-Prompts are "What is the last digit of 17 × 24?" with two-digit factors, so every prompt is the
-same number of tokens and the data order (ours vs TRL's sampler) cannot change the work. The reward is
-our accuracy reward reading the last number (never math-verify, whose cost depends on the random
-text), called as a plain function on both sides: identical, negligible cost. A one-digit answer
-lets a random model score now and then, so groups have some spread and the updates are not zero.
-
-Does not run anything itself: `bench/_workers.py` runs one side, `bench/vs_trl.py` orchestrates.
+    python bench/vs_trl.py --quick
 """
 
 from __future__ import annotations

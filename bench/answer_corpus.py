@@ -1,19 +1,15 @@
-"""Answer checkers against the hand-graded corpus (issue 12 §2): agreement per category, speed.
+"""Answer checkers against the hand-graded answer corpus: agreement per category, and speed.
 
-Scores tests/fixtures/answer_corpus.jsonl (GSM8K- and MATH-style completions, each with a
-verdict a careful human grader gave) with
-- old:     the engine's accuracy reward as of commit 13bdcbf (loaded from git into a temp module),
-- strict:  the engine's accuracy reward now (the default checker),
-- lenient: the engine's lenient checker (last value wins; rewards hedges on purpose),
-- trl:     TRL's `trl.rewards.accuracy_reward`, if TRL is installed (None counts as not rewarded),
-and prints the share of verdicts each one agrees with, per category and overall, how many hedges
-each rewards, and the time per 1,000 completions of the strict checker in the main thread (math-
-verify's cache empty, then warm). Every checker gets the reference as the engine's data loader
-passes it (`data.parse_answer`: GSM8K's "… #### 72" -> "72").
+Scores tests/fixtures/answer_corpus.jsonl (GSM8K- and MATH-style completions, each with a human
+grader's verdict) with the engine's accuracy reward at commit 13bdcbf ("old", read from git),
+the default strict checker, the lenient one (last value wins; rewards hedges on purpose) and
+TRL's `trl.rewards.accuracy_reward` when TRL is installed (None counts as not rewarded). Prints
+each one's share of agreeing verdicts per category and overall, the hedges each rewards, and the
+strict checker's time per 1,000 completions, math-verify's cache cold, then warm. Each checker
+gets the reference as the data loader passes it (`data.parse_answer`: "… #### 72" -> "72").
+Not a test (tests/engine/rewards/test_answer_corpus.py is); without git, "old" is skipped.
 
-Not a test (tests/engine/rewards/test_answer_corpus.py is); needs git for the old checker (skipped without it).
-
-Run:  python bench/answer_corpus.py [--repeat 5]
+    python bench/answer_corpus.py [--repeat 5]
 """
 
 from __future__ import annotations

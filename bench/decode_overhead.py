@@ -1,37 +1,19 @@
 """Host work per decode token: the operations dispatched and the host time of one decode step.
 
-    python bench/decode_overhead.py                 # both models below, 8 rows
+On a GPU a small model's decode step is bound by the host (every operation is a Python call, a
+dispatch and a kernel launch), so this counts that work on the CPU, where it can be counted, for
+three ways to run a step: the model's own forward (DynamicCache, LoRA unmerged), the static step
+of engine/sampling/decode_static.py run eagerly (LoRA folded), and what GraphedDecode dispatches
+around a CUDA graph's replay (the replay itself a no-op stand-in). Operations are counted with a
+TorchDispatchMode over one step; host time is the median thread CPU time of single steps on one
+thread. Models: Qwen2 with Qwen2.5-0.5B's 24 layers and 14/2 heads at hidden 112, vocabulary
+1,024, and Qwen2.5-0.5B's real shape; LoRA r 16 on all linear layers, random weights, float32.
+`decode_benchmark(...)` is the CUDA measurement bench/gpu.py calls. Method and figures:
+bench/README.md.
+
+    python bench/decode_overhead.py                 # both models, 8 rows
     python bench/decode_overhead.py --skip-real     # only the 24-layer small-width model
     python bench/decode_overhead.py --json decode_overhead.json
-
-On a GPU the sampler's decode step is bound by the host: every operation is a Python call, a
-dispatch and a kernel launch, and the kernels of a small model finish before the next is queued.
-This measures that host work on the CPU, where it can be counted, for three ways to run a step:
-
-- forward: today's CUDA path before engine/sampling/decode_static.py, the model's own forward with a
-  DynamicCache and LoRA unmerged (three products per adapted layer), attention mask grown by
-  concatenation as the sampler's loop does;
-- static eager: engine/sampling/decode_static.py's fixed-shape step, LoRA folded (sampler.lora_merged);
-- graph (host side): what GraphedDecode dispatches per token once a CUDA graph is captured: the
-  copy of the sampled ids into the static input, the replay call and the slot counter's add. The
-  replay is a no-op stand-in here: a real cudaGraphLaunch (a few µs of host time for a whole
-  step on CUDA) cannot be measured without a GPU.
-
-All three leave out the sampler's own operations per token, the same on every path and outside
-the graph: div, softmax, multinomial, squeeze, masked_fill, isin, bitwise_or (at temperature
-1, top-p 1), a bf16 -> float32 copy of the logits on CUDA, and the finished-rows check (all +
-a host read) every 8th token on CUDA.
-
-Operations are counted with a TorchDispatchMode (every aten op that reaches a kernel, one step),
-host time is the median CPU time of the thread over single steps, on one thread (the wall time
-too; CPU time is what a busy shared machine distorts least), arithmetic included: the small
-model keeps it small, so the figure is mostly host overhead; the real shape's is mostly
-arithmetic on a CPU. Models: Qwen2.5-0.5B's 24 layers and 14/2 heads at hidden 112 (head dim 8),
-intermediate 256, vocabulary 1,024; and Qwen2.5-0.5B's real shape (hidden 896, intermediate
-4,864, vocabulary 151,936). LoRA r 16, α 32 on all linear layers, random weights, float32.
-
-`decode_benchmark(model, prompt_ids, tokens, graphs=...)` is the CUDA measurement for
-bench/gpu.py: decode ms per token of the engine's sampler with and without graphs.
 """
 
 from __future__ import annotations
@@ -48,8 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from grpo_desktop.engine.sampling import sampler  # noqa: E402
-from grpo_desktop.engine.sampling import decode_graph
+from grpo_desktop.engine.sampling import decode_graph, sampler  # noqa: E402
 from grpo_desktop.engine.sampling.decode_static import static_decoder  # noqa: E402
 
 SMALL = dict(hidden=112, heads=14, kv_heads=2, intermediate=256, vocab=1024, layers=24)

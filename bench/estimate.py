@@ -1,28 +1,18 @@
-"""The estimate before Start against measured peak RSS and seconds per step (issue 14 §2).
+"""The estimate before Start against measured peak RSS and seconds per step, on five shapes.
 
-For each shape below, one worker process (bench/memory.py's `--worker`, so peak RSS is that run's
-own `ru_maxrss`) trains two real GRPO steps, and this process asks `estimate_run` about the same
-settings as a user would (the free RAM as it is now, prompt length measured from the data).
-Printed: estimated and measured peak RSS with the error, estimated and measured s/step (the
-second step, which does not include loading the model), the rows per pass both chose.
-
-Shapes (random weights, built once under ~/.cache/grpo-desktop/bench/, engine/models/shapes.py):
-- qwen-lora, qwen-full, qwen-qlora: the Qwen2.5-0.5B-shaped model (2 layers, hidden 896, the
-  real 151,936-token vocabulary) with LoRA, full fine-tuning (β 0.04: a frozen reference copy)
-  and 4-bit QLoRA (bitsandbytes' NF4 on the CPU, slowly);
-- llama-lora: the llama-3-shaped model (hidden 256, 128,256 tokens, 2 layers) with LoRA;
-- demo: the built-in demo's own settings (full fine-tuning, β 0).
-All with B × G = 2 × 8 = 16 completions of exactly 64 tokens (min = max completion length),
-except the demo (4 × 8 of 160); no evaluation, no checkpoints; micro-batch auto.
+For each shape, this process asks `estimate_run` about the settings as a user would (free RAM as
+it is now, prompt length measured from the data), then one worker process (bench/memory.py's
+`--worker`, so peak RSS is that run's own) trains two real GRPO steps. Printed: estimated and
+measured peak RSS with the error, estimated and measured s/step (the second step, without model
+loading), the rows per pass both chose, and the load average beside them (the CPU is shared).
+Shapes (engine/models/shapes.py, random weights, cached under ~/.cache/grpo-desktop/bench/):
+qwen-lora, qwen-full, qwen-qlora (Qwen2.5-0.5B-shaped, 2 layers), llama-lora (Llama-3-shaped)
+and demo. Target: peak RSS within ±25 %. CPU only; bench/gpu.py --all checks it on CUDA.
 
     nice -n 10 python bench/estimate.py                 # all shapes, a few minutes each
     python bench/estimate.py --shapes qwen-lora,demo --json est.json
     python bench/estimate.py --from est.json            # re-estimate against saved measurements
     python bench/estimate.py --baseline                 # RSS of a process that only imports
-
-Target: estimated peak RSS within ±25 % of the measured one on every shape. Seconds per step are
-compared loosely (the CPU is shared: the load average is printed beside them). Runs on the CPU
-only; on a GPU `bench/gpu.py` compares with max_memory_allocated.
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 A 10 ms QTimer ticks in an offscreen MainWindow (probe_device=False, so the estimate is the only
 work) from `estimate_view.start()` until the demo's estimate is on screen; a stall is the time
 between two ticks minus the 10 ms. Prints one JSON line: the longest stall (ms), how many went
-over 100 ms, seconds to the estimate, whether torch is imported in this (the GUI) process, and
-the estimate child's pid before and whether it is gone after the window closed (None for the
-thread-pool estimate before ui/panels/estimate_process.py). Works on older checkouts too (run it
-from one): before/after a change. `--probe`: a window as launched (the device probe runs and the
-estimate starts by itself, after the probe's answer), timed from the window's show.
+over 100 ms, seconds to the estimate, whether torch got into this (the GUI) process, and the
+estimate child's pid and whether it is gone after the window closed (None where the estimate
+runs in a thread pool). It also runs from an older checkout, for a before/after comparison.
+`--probe`: a window as launched (the device probe runs, then the estimate starts by itself),
+timed from the window's show.
 
     QT_QPA_PLATFORM=offscreen python bench/estimate_stalls.py [--probe]
 """

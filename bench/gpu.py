@@ -3,27 +3,17 @@
     python bench/gpu.py                      # bf16 LoRA and 4-bit QLoRA, G = 8, 256 tokens
     python bench/gpu.py --json gpu.json --rounds 3
     python bench/gpu.py --dry-run-cpu        # the same code path on the CPU with a tiny model
-    python bench/gpu.py --all                # every CUDA check of issue 14, one JSON (≤ 8 min)
+    python bench/gpu.py --all                # every CUDA check, one JSON (≤ 8 min)
     python bench/gpu.py --all --dry-run-cpu  # all of them on the CPU with tiny models
 
-The model has Qwen2.5-0.5B's shape (24 layers, hidden 896, 14/2 heads, vocab 151936) and random
-weights; the tokenizer is the local char tokenizer padded to that vocabulary, so nothing is
-downloaded. Both sides get the same work as in bench/vs_trl.py (B prompts × G = 8 completions of
-exactly 256 tokens, LoRA r 16 on all linear layers, β 0.04, one update per batch), in bf16, once
-with bf16 base weights and once with 4-bit NF4 base weights (QLoRA). Each side runs in its own
-process, alternating, and reports:
-
-- seconds per step (median of the timed steps; target: ours ≤ 0.5 × TRL's),
-- peak `torch.cuda.max_memory_allocated` (target: ours ≤ TRL's),
-- decode tokens/s (completion tokens ÷ generation time) and the decode step time (generation time
-  ÷ 256) against its floor, the weight bytes ÷ the measured memory bandwidth (a device-to-device
-  copy): every decode step reads every weight once (target: within 5 × the floor).
-
-Writes everything as JSON (`--json`, default gpu_results.json). Without CUDA it stops at once with
-a message; `--dry-run-cpu` runs the whole path on the CPU with the "tiny" model, 8 tokens and one
-timed step, to check the script, not to measure anything. `--all` runs bench/gpu_checks.py's
-checks instead (the 1.5B shape at full depth, EOS, full fine-tuning, decode, estimate, ours against
-TRL), each under a time budget; its docstring says what each does.
+The model is engine.models.tiny's "qwen2.5-0.5b" (the real shape, random weights, the char
+tokenizer padded to the real vocabulary: nothing is downloaded). Both sides do bench/vs_trl.py's
+work with 256 pinned tokens, in bf16, once on bf16 and once on 4-bit NF4 base weights, each in its
+own process, alternating. Reported against the targets: seconds per step (ours ≤ 0.5 × TRL's),
+peak `torch.cuda.max_memory_allocated` (ours ≤ TRL's), and decode time per token against its
+floor, the weight bytes ÷ the measured copy bandwidth (within 5 ×). Writes JSON (`--json`,
+default gpu_results.json). Without CUDA it stops at once; `--dry-run-cpu` checks the script on the
+"tiny" model, measuring nothing. `--all` runs bench/gpu_checks.py's checks instead.
 """
 
 from __future__ import annotations

@@ -1,35 +1,19 @@
-"""`python bench/gpu.py --all`: every CUDA check of issue 14 in one command, one JSON.
+"""`python bench/gpu.py --all`: every CUDA check in one command, one JSON.
 
-    python bench/gpu.py --all --json gpu_all.json          # one H200: expected ~5 of its 8 min
+    python bench/gpu.py --all --json gpu_all.json          # one H200: about 5 of its 8 min
     python bench/gpu.py --all --dry-run-cpu --json /tmp/dry.json   # the same path, tiny, on a CPU
 
-The checks, in the order they run, each in its own process under its own time budget (a check
-that runs over is stopped and recorded as failed; one that fails does not stop the others):
-
-- models: builds (once, cached) engine/models/shapes.py's qwen2.5-1.5b-shaped at its full 28 layers
-  (1.54B parameters, real 151,936-token vocabulary, tied embeddings), the Llama-3-shaped model that
-  always emits <|end_of_text|>, and the Qwen2.5-0.5B-shaped model (2 layers) for full fine-tuning;
-- eos: that Llama stops after one token when sampling, evaluating and in a training step
-  (<|end_of_text|> is an EOS id of its generation_config, not the tokenizer's eos_token);
-- full_finetune: 3 AdamW steps at lr 1e-5 on the bf16 0.5B-shaped model: the fraction of weights
-  the float32 master weights moved (> 95 % expected; pure bf16 moved ~15 %);
-- decode: our sampler's ms/token on the 1.5B shape (B·G = 32 rows, bf16 LoRA) against the floor,
-  the weight bytes ÷ the device-to-device bandwidth, through bench/decode_overhead.py's
-  decode_benchmark: the static step with a CUDA graph, without one, and the model's forward (each
-  with the path that actually ran), the prefill differenced out;
-- lora and qlora: ours against TRL's GRPOTrainer (bench/vs_trl.py's workers) on the 1.5B shape, bf16
-  LoRA and 4-bit NF4 QLoRA, B 4 × G 8, 256 pinned tokens: s/step, max_memory_allocated, decode
-  tokens/s against the floor, and bench/gpu.py's targets;
-- estimate: engine/estimate/fit.py's estimate_run for each of our runs against its measured
-  max_memory_allocated ("estimate unavailable" when the tree has no engine/estimate/fit.py).
-
-The JSON (`--json`) has per check: status (ok / failed / skipped / unavailable), seconds, budget,
-figures, error text; it is rewritten after every check, so a run stopped half-way keeps what
-finished. `--budget` (default 460 s) bounds the whole run: each check gets the smaller of its own
-budget and the time left, and a check with under 10 s left is skipped (--dry-run-cpu: 2400 s in
-all and 6 × each check's budget, for two shared CPU cores). `--only eos,decode` runs a
-subset. With `--dry-run-cpu` every check runs on the CPU with tiny models and a few tokens: a
-check of the script, not a measurement (no CUDA figures, NaN floors).
+The checks, in order, each in its own process under its own time budget (one that runs over is
+stopped and recorded as failed; one that fails does not stop the others): models (builds
+engine/models/shapes.py's qwen2.5-1.5b-shaped at its full 28 layers, the Llama-3-shaped model
+that always emits <|end_of_text|>, and the 0.5B-shaped one), eos (that Llama stops after one
+token when sampling, evaluating and training), full_finetune (AdamW at lr 1e-5 moves > 95 % of
+the bf16 weights thanks to float32 master weights; in pure bf16 most updates round away), decode
+(our sampler's ms/token on the 1.5B shape against the bandwidth floor, with and without CUDA
+graphs), lora and qlora (ours against TRL on the 1.5B shape), and estimate (engine/estimate/fit.py
+against each run's max_memory_allocated). bench/README.md has the table. The JSON holds per check
+its status, seconds, budget, figures and error, rewritten after every check; `--budget` (460 s)
+bounds the whole run, `--only eos,decode` runs a subset.
 """
 
 from __future__ import annotations

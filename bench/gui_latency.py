@@ -1,37 +1,19 @@
-"""GUI latency of GRPO Desktop (issue 6): how long the event loop stalls while the demo trains in
-the real window, and how long redrawing every plot takes with 10,000 steps of history.
+"""GUI latency of GRPO Desktop: how long the event loop stalls while the demo trains in the real
+window, and how long redrawing every plot takes with 10,000 steps of history.
+
+Part 1: the real main window (offscreen, the app's settings) trains the demo, made small, with the
+real engine; a 10 ms QTimer probe records how late each tick fires, reported per phase (start,
+training, stop) and in the second after each step arrives. Target: p99 < 50 ms while training.
+Part 2: a fresh window's history gets `--history` synthetic steps from the engine's event
+classes, then `--redraws` times one more step arrives and every plot is redrawn ("data":
+`PlotsView.redraw()`, "paint": a synchronous repaint), as medians of wall and GUI-thread CPU time.
+Target: data + paint < 16 ms. The 1-minute load average is printed beside every figure: on a
+shared CPU other jobs inflate them. bench/README.md has the method and the figures.
 
     python bench/gui_latency.py                      # both parts, under a minute
     python bench/gui_latency.py --skip-training      # the redraw part only (~15 s)
     python bench/gui_latency.py --steps 60 --history 10000 --redraws 20 --json gui.json
     python bench/gui_latency.py --wait-load 2        # first wait for a quieter machine
-
-Part 1, stalls: the real main window (`create_main_window`, offscreen, 1400 × 900, the app's GIL
-switch interval; session, settings and runs in a temporary folder) on the demo settings made
-small (2 prompts × 4 answers, 32 tokens, 8 held-out problems every 4 steps) trains with the
-real engine in its thread (one torch thread: two stall badly on a shared machine and then the
-step rate varies tenfold), up to `--steps` steps or `--seconds` after the first step. A 10 ms
-QTimer probe (PreciseTimer) records how late each tick fires: a tick due at t that fires at
-t + d measured a stall of d. Stalls are reported
-per phase: start (Start pressed → first step: the training thread imports torch and loads the
-model while holding the interpreter lock), training (first step → Stop; what the user sees while
-it trains), stop (Stop → stopped: the checkpoint is saved). Also printed: the worst stall in the
-second after each step arrived (the plots redraw then), whatever the step rate. Target: p99 <
-50 ms while training.
-
-Part 2, redraw: a fresh window's history gets `--history` synthetic steps built from the engine's
-event classes (RunStarted, StepMetrics with realistic noisy metrics, three reward parts and a
-21-bin advantage histogram; EvalResult every 100 steps), appended as the session model appends
-them. Then `--redraws` times one more step arrives and every plot is redrawn: "data" is
-`PlotsView.redraw()` (what the redraw timer does: decimate, setData, ranges, histograms), "paint"
-a synchronous repaint of the whole canvas (`viewport().repaint()`: pyqtgraph's deferred
-auto-range, then every item painted; the update the changes queued is then processed, untimed).
-Printed as medians of wall time and of the GUI thread's CPU time (which other jobs disturb less),
-with the first full draw apart. A second pass times what the event loop really does after a
-redraw (paint only the region that changed). Target: median data + paint < 16 ms.
-
-The machine's 1-minute load average is printed beside every figure: on a shared CPU, other jobs
-inflate every wall-clock number here (at a load of 4 on 2 cores, about 1.5–2× the CPU time).
 """
 
 from __future__ import annotations

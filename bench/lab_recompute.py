@@ -1,17 +1,12 @@
-"""How fast the reward-design Lab recomputes a real step (issue 16 §1c: under 50 ms, 64 rollouts).
+"""How fast the reward-design Lab recomputes a real step (target: under 50 ms for 64 rollouts).
 
 The step is tests/fixtures/lab_step/events.jsonl: one real step of the built-in demo, 8 prompts ×
-G = 8 = 64 rollouts, recorded by the trainer with a custom checker. Measured, each a median over
---repeat settings changes that cycle through weights, checker mode, scaling, std type and length
-normalisation:
-
-- model: engine.lab.rewards.RewardLab.compute alone (rewards, advantages, verdicts), with its
-  caches warm (each checker mode's verdicts computed once);
-- model, cold: a fresh RewardLab per change, so the accuracy checker re-reads all 64 answers;
-- view: the Lab tab's whole recompute (model plus table, notes and detail redrawn; offscreen Qt),
-  as RewardLabView.last_ms reports it after each real widget edit;
-- checker: an edited custom checker's first run (start the sandboxed process, 64 calls) and a
-  recompute afterwards, when its results come from the cache.
+G = 8 = 64 rollouts, recorded with a custom checker. Measured, each a median over --repeat
+settings changes that cycle through weights, checker mode, scaling, std type and length
+normalisation: the model (engine.lab.rewards.RewardLab.compute with warm caches), the model cold
+(a fresh RewardLab per change, every answer read again), the view (the Lab tab's whole
+recompute, offscreen, as RewardLabView.last_ms reports it), and an edited custom checker's first
+run (its sandboxed process started, 64 calls) and a recompute once its results are cached.
 
     python bench/lab_recompute.py              # --repeat 200
 """

@@ -1,13 +1,13 @@
-"""Launch time of the window (issue 15): seconds from the process start to the main window shown,
-as the app itself reports it in scripted mode ("window shown N s after the process started":
-/proc's start time of the process to the first pass of the event loop after show()).
+"""Launch time of the window: seconds from the process start to the main window shown.
+
+As the app reports it in scripted mode ("window shown N s after the process started": /proc's
+start time of the process to the first pass of the event loop after show()). Each launch is
+`python -m grpo_desktop --demo --quit-after-steps 0` in a fresh process with its own empty config
+and data folders (a first launch: no saved layout, no crash markers), so disk caches are warm
+after the first run. Linux only (the start time comes from /proc).
 
     python bench/launch_time.py                  # 5 launches on $DISPLAY (or offscreen), median
     python bench/launch_time.py --runs 9 --platform offscreen
-
-Each launch is `python -m grpo_desktop --demo --quit-after-steps 0` in a fresh process with its
-own empty config and data folders (a first launch: no saved layout, no crash markers), so disk
-caches are warm after the first run. Linux only (the start time comes from /proc).
 """
 
 from __future__ import annotations

@@ -1,26 +1,17 @@
-"""Peak memory and seconds per step of one GRPO run on a Qwen2.5-0.5B-shaped model (issue 14 §1).
+"""Peak memory and seconds per step of one GRPO run on a Qwen2.5-0.5B-shaped model, per checkout.
 
-The model is `engine/models/shapes.py`'s qwen2.5-0.5b-shaped (Qwen2.5-0.5B's width: hidden 896, 14 heads,
-2 KV heads, intermediate 4864, tied embeddings, the real 151,936-token vocabulary), 2 random layers,
-built once and cached under ~/.cache/grpo-desktop/bench/. Settings are the app's defaults except
-what the measurement pins: LoRA (the default), β 0.04, B × G = 4 × 8 = 32 completions, exactly 128
-completion tokens (min = max completion length, so an early EOS never shortens the work), no
-evaluation, no checkpoints. Micro-batch size is left at its default (what the code under test does
-with 0: all rows at once before issue 14, "auto" after).
-
-Each checkout runs in its own process (`--worker`, with PYTHONPATH set to the checkout), so its
-peak RSS (`ru_maxrss`) is that run's own; s/step is the wall time between consecutive step ends.
-To compare with the code before the change, make a second checkout and name it:
-
-    git worktree add /tmp/before 13bdcbf
-    python bench/memory.py --checkout before=/tmp/before --checkout after=.
-
-Prints one table row per checkout (peak RSS in MiB, each step's seconds — the first includes
-loading the model —, the last step's phases, rows per pass, the library computing float32 CPU
-products, chosen by a timing at start, engine/ops/kernels.py) and the 1-minute load average before
-and after each run: the CPU may be shared, so read s/step with it. `--repeat N` runs each
-checkout N times (alternating), since peak RSS varies by a few hundred MB from run to run.
+The model is engine/models/shapes.py's qwen2.5-0.5b-shaped (Qwen2.5-0.5B's width and real
+151,936-token vocabulary, 2 random layers, cached under ~/.cache/grpo-desktop/bench/), on the
+app's default settings but for what the measurement pins: β 0.04, B × G = 4 × 8, exactly 128
+completion tokens, no evaluation or checkpoints. Each checkout runs in its own process
+(`--worker`, PYTHONPATH set to it), so peak RSS (`ru_maxrss`) is that run's own: a before/after
+comparison of a change. Prints a table row per checkout (peak RSS, each step's seconds, the last
+step's phases, rows per pass, the library of float32 CPU products) and the load average around
+each run; `--repeat N` alternates N runs per checkout, as peak RSS varies by a few hundred MB.
 Does not compare with TRL (bench/vs_trl.py does) and runs nothing on a GPU.
+
+    git worktree add /tmp/before COMMIT
+    python bench/memory.py --checkout before=/tmp/before --checkout after=.
 """
 
 from __future__ import annotations

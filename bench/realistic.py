@@ -1,31 +1,19 @@
 """Ours against TRL's GRPOTrainer on the Qwen2.5-0.5B-shaped model with its real vocabulary,
-each side with its own default micro-batching, side by side in one run (issue 14 §5).
+each side with its own default micro-batching, side by side in one run.
 
     python bench/realistic.py --quick                 # a check of the script: tiny work, ~2 min
     nice -n 10 python bench/realistic.py --wait-load 1.0 --json realistic.json  # 25-40 min idle
 
-The model is engine/models/shapes.py's qwen2.5-0.5b-shaped (hidden 896, 14/2 heads, intermediate 4864,
-tied embeddings, the real 151,936-row vocabulary, byte-level BPE tokenizer with Qwen's chat
-template) with `--layers` random layers (2 to 4, default 2), built once and cached (the folder
-bench/memory.py uses). Both sides do bench/_workload.py's identical work on the CPU in float32:
-LoRA r 16 on all linear layers, B 4 × G 8 = 32 completions of exactly 256 tokens (min = max new
-tokens), β 0.04, grpo loss, one update per batch, gradient checkpointing off on both.
-
-What differs is only how each side splits the 32 completions into passes, each as it comes:
-
-- ours: micro-batch "auto" (the default: rows per pass from free RAM and the activation estimate);
-- TRL: its default `per_device_train_batch_size`, read from the installed GRPOConfig (8 in TRL 1.16,
-  inherited from transformers' TrainingArguments), with gradient accumulation 32 ÷ 8 = 4 so one
-  optimizer step covers the 32 completions (steps_per_generation follows the accumulation, so it
-  still generates the 32 at once).
-
-Each side runs in its own worker process (bench/vs_trl.py's run_side), ours first, so the peak RSS
-(`ru_maxrss`) is that side's own; a step is the wall time between consecutive step ends, after
-`--warmup` untimed steps. Prints a markdown table — peak RSS, median s/step, each step, generation
-time, rows per pass — and the ratios ours/TRL against the targets (≤ 0.6× each); `--json` writes
-everything. The CPU is shared with whatever else runs: the 1-minute load average is printed.
-
-Does not run on a GPU (bench/gpu.py) and does not compare checkouts (bench/memory.py).
+The model is engine/models/shapes.py's qwen2.5-0.5b-shaped (the real 151,936-row vocabulary and
+byte-level BPE tokenizer) with `--layers` random layers (2 to 4), cached in bench/memory.py's
+folder. Both sides do bench/_workload.py's work on the CPU in float32 (LoRA r 16, B 4 × G 8,
+exactly 256 tokens, β 0.04, one update per batch); only how each splits the 32 completions into
+passes differs: ours micro-batch "auto", TRL its installed GRPOConfig's default
+`per_device_train_batch_size` with gradient accumulation up to the 32. Each side runs in its own
+worker process (ours first), after `--warmup` untimed steps. Prints a markdown table (peak RSS,
+s/step, generation time, rows per pass) and the ratios ours/TRL against the targets (≤ 0.6×
+each), with the load average; `--json` writes everything. Not on a GPU (bench/gpu.py), not
+between checkouts (bench/memory.py).
 """
 
 from __future__ import annotations
@@ -43,7 +31,7 @@ from _workload import Workload, dataset_file, model_dir  # noqa: E402
 from vs_trl import run_side, summarise, wait_for_quiet  # noqa: E402
 
 SHAPE = "qwen2.5-0.5b-shaped"
-TARGET = 0.6  # ours ÷ TRL, peak RSS and s/step (issue 14 §5)
+TARGET = 0.6  # ours ÷ TRL, peak RSS and s/step
 
 
 def trl_defaults() -> dict:

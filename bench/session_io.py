@@ -1,13 +1,13 @@
 """Save and open times of a large session: 1,000 steps × 64 rollouts, and its size on disk.
 
-    python bench/session_io.py [--steps 1000] [--rollouts 64]
-
 Writes a synthetic session bundle whose run log looks like a real one (every step's metrics and
-advantage histogram, 64 rollouts with ~150-character completions), then measures:
-- save: what Save does (session.json rewritten atomically; the history is already on disk);
-- append: what training adds per step (one rollouts and one step line);
-- open: load the document and rebuild the history the window shows (metrics of every step, the
-  newest rollouts in memory, older ones paged from disk on demand).
+advantage histogram, 64 rollouts with ~150-character completions), then measures what Save does
+(session.json rewritten atomically; the history is already on disk), what training adds per
+step (one rollouts and one step line), and opening (load the document and rebuild the history
+the window shows: every step's metrics, the newest rollouts in memory, older ones paged from
+disk on demand), so a long run stays quick to save and reopen.
+
+    python bench/session_io.py [--steps 1000] [--rollouts 64]
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ def _rows(rng: random.Random, n: int) -> list[dict]:
         a, b = rng.randint(10, 99), rng.randint(10, 99)
         right = rng.random() < 0.5
         ans = a * b if right else a * b - 10
-        text = f"<think>{a}×{b} = {a}×{b // 10 * 10} + {a}×{b % 10} = {a * (b // 10 * 10)} + {a * (b % 10)} = {ans}</think><answer>{ans}</answer>"
+        tens, ones = b // 10 * 10, b % 10
+        work = f"{a}×{b} = {a}×{tens} + {a}×{ones} = {a * tens} + {a * ones} = {ans}"
+        text = f"<think>{work}</think><answer>{ans}</answer>"
         rows.append({
             "group": i // 8, "prompt": f"What is {a} × {b}?", "completion": text,
             "answer": str(a * b), "rewards": {"accuracy": float(right), "format": 1.0},
@@ -91,7 +93,8 @@ def main() -> int:
         old = history.rollouts.get(1)  # an old step, paged from disk
         page = time.perf_counter() - t0
         print(
-            f"session: {args.steps} steps × {args.rollouts} rollouts, {size / 2**20:.1f} MiB on disk"
+            f"session: {args.steps} steps × {args.rollouts} rollouts, "
+            f"{size / 2**20:.1f} MiB on disk"
         )
         print(f"save (median of 5): {statistics.median(saves) * 1000:.1f} ms")
         print(f"append one step while training (median): {append * 1000:.2f} ms")

@@ -4,21 +4,14 @@
     python bench/vs_trl.py                  # both sizes (~3M, ~25M) × LoRA r 16 / full fine-tuning
     python bench/vs_trl.py --sizes small --modes full --rounds 3 --json out.json
 
-Both sides train the same randomly initialised Llama (engine.models.tiny, local char tokenizer) on the
-same prompts with the same B, G, pinned completion length, loss type, β, LoRA setting, float32 and
-one update per batch (bench/_workload.py says exactly what is matched). Every run is a separate
-worker process (`--worker ours|trl`), so peak RSS is each side's own; the sides alternate within
-each round (ours first in even rounds, TRL first in odd ones) so background load hits both alike.
-The first step of each worker is a warm-up and is not timed.
-
-Printed per configuration: median seconds per step, completions/s and completion tokens/s of each
-side, the ratio ours/TRL, peak RSS of each side, the median process CPU time per step (steadier
-than wall time on a busy machine when each worker runs one thread), the 1-minute load average
-seen at the start of the runs, and our step broken down by phase (generation, rewards, reference
-log-probs, policy forward+backward, optimizer, other) beside TRL's generation time. The last
-line is `ratio_completions_per_s=X.XX` (ours ÷ TRL; with several configurations, the smallest).
-
-Does not measure GPUs (bench/gpu.py) or the GUI.
+Both sides train the same randomly initialised Llama (engine.models.tiny, local char tokenizer)
+on the same prompts and settings (bench/_workload.py says exactly what is matched). Every run is
+a worker process (`--worker ours|trl`), so peak RSS is each side's own; the sides alternate
+within each round so background load hits both alike; each worker's first step is an untimed
+warm-up. Printed per configuration: median s/step, completions/s and tokens/s of each side, the
+ratio ours/TRL, peak RSS, median process CPU time per step, the load average, and our step by
+phase beside TRL's generation time. The last line is `ratio_completions_per_s=X.XX` (ours ÷ TRL;
+with several configurations, the smallest). Not on GPUs (bench/gpu.py) or the GUI.
 """
 
 from __future__ import annotations
