@@ -107,7 +107,8 @@ _KINDS = (
 )
 
 ALARMS: dict[str, AlarmKind] = {k.kind: k for k in _KINDS}
-HEALTH_KINDS = tuple(k for k in ALARMS if not k.startswith("checker_"))  # raised by health.py
+# The kinds health/monitors.py raises (the checker_ kinds come from health/checker_watch.py).
+HEALTH_KINDS = tuple(k for k in ALARMS if not k.startswith("checker_"))
 
 
 def alarm(kind: str) -> AlarmKind:

@@ -1,8 +1,11 @@
 """Thread-safe run control: stop and pause flags the training loop checks between steps.
 
 The GUI thread (or a signal handler in the CLI) calls `stop()`, `pause()` and `resume()`; the
-training generator calls `wait_if_paused()` and `should_stop()`. Plain `threading.Event`s, because a
-queued Qt slot would never run while the worker is busy inside the generator. Torch-free.
+training generator calls `wait_if_paused()` and `should_stop()`. Plain `threading.Event`s, because
+a queued Qt slot would never run while the worker is busy inside the generator. Torch-free.
+
+Try it:  python -c "from grpo_desktop.engine.control import TrainControl as T; c = T(); \\
+c.stop_after(3); print(c.should_stop(2), c.should_stop(3))"
 """
 
 from __future__ import annotations

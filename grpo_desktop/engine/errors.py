@@ -1,8 +1,11 @@
 """Errors whose message is written for the user: what is wrong and how to fix it.
 
-The CLI prints them as one paragraph (no traceback) and the GUI shows them in a message bar. Anything
-that is not a `UserError` is a bug and is reported with its traceback in the log.
+The CLI prints them as one paragraph (no traceback) and the GUI shows them in a message bar.
+Anything that is not a `UserError` is a bug and is reported with its traceback in the log.
 `read_utf8` reads a user's text file and says where it is not UTF-8. Torch-free.
+
+Try it:  printf 'caf\\xe9\\n' > /tmp/latin1.txt && python -c "from grpo_desktop.engine.errors \\
+import read_utf8; read_utf8('/tmp/latin1.txt')"
 """
 
 from __future__ import annotations

@@ -3,9 +3,11 @@
 The engine's generator yields these; the CLI writes them to `events.jsonl`, the GUI worker forwards
 them as Qt signals, and the session layer appends them to history. They hold only str, int, float,
 bool, list, dict and None (never tensors, never NaN: a missing number is None), so they cross
-threads and processes safely and read back with `event_from_dict`.
+threads and processes safely and read back with `event_from_dict`. `read_events` and
+`truncate_events_after` read and trim a run's log.
 
 Deliberately torch-free (enforced by import-linter).
+Try it:  python -c "from grpo_desktop.engine.events import LogMessage as L; print(L(1, 'info', 'hi').to_json())"
 """
 
 from __future__ import annotations
@@ -119,8 +121,8 @@ class Alert(Event):
 
 @dataclass(frozen=True)
 class StepMetrics(Event):
-    """Metrics of one finished step, with TRL's names (see GRPO.md), and its advantage histogram
-    as {"edges": [n+1 floats], "counts": [n ints]}."""
+    """Metrics of one finished step, with TRL's names (docs/grpo.md, "Metrics"), and its
+    advantage histogram as {"edges": [n+1 floats], "counts": [n ints]}."""
 
     type: ClassVar[str] = "step"
     step: int

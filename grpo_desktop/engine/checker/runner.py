@@ -9,9 +9,7 @@ never a silent 0 and never an exception out of `check_many`.
 
 Not a security boundary: the limits contain accidents and crude misuse; code written to escape
 them may find a way (docs/guide.md, "The custom checker's sandbox"). The trust prompt before code
-from elsewhere runs is the real boundary. Standard library only.
-
-Try it:
+from elsewhere runs is the real boundary. Standard library only. Try it:
     python -c "from grpo_desktop.engine.checker.runner import test_checker as t; \\
 print(t('def check(c, a, p):\\n    return float(c == a)', [('4', '4', '2+2?')]))"
 """

@@ -9,9 +9,7 @@ tensors are prepared by export/gguf_tensors.py, the vocabulary by export/gguf_vo
 Supported: `LlamaForCausalLM` and `Qwen2ForCausalLM` with a byte-level BPE or SentencePiece
 tokenizer, or a one-token-per-character tokenizer (the built-in demo model's). Anything else
 (other architectures or tokenizers, bitsandbytes folders, rope scalings other than linear, yarn
-and Llama 3's, output types other than f16 and q8_0) raises a `ModelError` that says so.
-
-Try it:
+and Llama 3's, output types other than f16 and q8_0) raises a `ModelError` that says so. Try it:
     python -m grpo_desktop.engine.models.shapes /tmp/qwen --shape qwen2.5-0.5b-shaped
     python -c "from grpo_desktop.engine.export.gguf import write_gguf; print(write_gguf('/tmp/qwen', '/tmp/qwen-gguf', outtype='q8_0'))"
 """

@@ -1,15 +1,12 @@
 """GRPO math: group-relative advantages, the clipped policy loss with optional KL, and two helpers.
 
 `compute_advantages` turns a batch of rewards into advantages; `policy_loss` turns per-token
-log-probs plus advantages into one scalar loss to backpropagate, as docs/grpo.md writes them and
-as TRL's `GRPOTrainer._compute_loss` computes them for the loss types grpo, bnpo, dr_grpo and dapo
-at token or sequence (GSPO) level. `signal_probability` and `advantage_histogram` feed the app's
-explanations and plots.
-
-Not here: running models, log-probs, gradient accumulation, gathering across processes. The
-caller owns those (step.py weights each micro-batch's loss; dapo is already normalised by the
-token count of the whole step via `num_items_in_batch`). The KL term is plain k3, not TRL's
-default importance-weighted variant (`use_bias_correction_kl`). Shapes: N rows, C completion tokens.
+log-probs (N rows, C completion tokens) plus advantages into one scalar loss, as docs/grpo.md
+writes them and as TRL's `GRPOTrainer._compute_loss` computes them for the loss types grpo, bnpo,
+dr_grpo and dapo at token or sequence (GSPO) level. The KL term is plain k3, not TRL's default
+importance-weighted variant. `signal_probability` and `advantage_histogram` feed the app's
+explanations and plots. Not here: models, log-probs, gradient accumulation (step.py weights each
+micro-batch's loss; dapo is already normalised by the whole step's token count).
 
 Try it:
     >>> import torch

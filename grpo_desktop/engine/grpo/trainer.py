@@ -5,15 +5,14 @@
 
 One generator drives the CLI, the GUI worker and the tests. With a `run_dir` it also writes
 `config.json`, appends every event to `events.jsonl` and saves checkpoints there; `resume=True`
-continues from the newest checkpoint with the same step count, schedule and data order (the batch
-of step k is a pure function of seed and k, and sampling is reseeded per step); events logged
-after that checkpoint are removed from events.jsonl first, so the log holds each step once.
-Every event also goes through the health alarms (engine/health/monitors.py), whose alerts are
-yielded and logged right after the event that raised them.
+continues from the newest checkpoint as if the run had never stopped (same batches, same
+sampling, same schedule), after removing what was logged past that checkpoint. Every event also
+goes through the health alarms (engine/health/monitors.py), whose alerts follow the event that
+raised them. Errors never escape as exceptions: the run ends with RunFinished(status="failed")
+and a message the user can act on. Stop finishes the current step, checkpoints and ends
+"stopped"; pause waits between steps.
 
-Errors never escape as exceptions: the run ends with RunFinished(status="failed") and a message the
-user can act on. Stop finishes the current step, checkpoints and ends "stopped"; pause waits between
-steps. Try it:  grpo-desktop train --demo --out runs/demo
+Try it:  grpo-desktop train --demo --out runs/demo
 """
 
 from __future__ import annotations

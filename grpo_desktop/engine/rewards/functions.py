@@ -7,7 +7,6 @@ and its values with engine.rewards.values; the strict checker (the default) scor
 ("17 or 18") 0, the lenient one takes the last value, to show in the Lab how hedging wins
 against a sloppy checker. Integers compare exactly, other numbers with a relative tolerance,
 everything else (LaTeX, sets) with math-verify, run in a helper process off the main thread.
-
 Not here: stripping a `<think>` the chat template already opened in the prompt (completions are
 judged as generated). Imports neither torch nor math-verify at module level.
 

@@ -2,17 +2,10 @@
 
 `compare_run(run_dir, "base", "latest", n=100)` answers `n` problems greedily with side A (the
 base model or a checkpoint) and side B (a checkpoint), scores each answer with the run's own
-accuracy check (its answer extraction, checker, tags and tolerance) and returns a `Comparison`:
-one `CompareRow` per problem and a summary (engine/variants/compare_table.py: accuracy with a 95 %
-interval per side, fixed / broken / both right / both wrong). The problems are the held-out set
-that `grpo-desktop eval` scores (engine/eval_target.held_out_examples: same `n` and `seed`, same
-problems, so side B's accuracy equals `grpo-desktop eval` on that checkpoint), or the rows of a
-file (.jsonl, .json, .csv, .parquet) read with the run's prompt and answer columns.
-
-Prompts are built and answered exactly as in the held-out evaluation (evaluate._answer_batches),
-one base model in memory (engine/variants/run_variants.py: the adapter switched per side). Each batch of
-problems is answered by A, then by B, so a cancel (`cancel.set()`) returns the problems finished
-so far, each with both answers (two full-fine-tuning checkpoints: all of A first, see _passes). `progress(done, total)` counts answers (2 per problem).
+accuracy check and returns a `Comparison`: one `CompareRow` per problem and a summary
+(variants/compare_table.py: accuracy with a 95 % interval per side, fixed / broken / both right /
+both wrong). Prompts are built and answered exactly as in the held-out evaluation, with one base
+model in memory (variants/run_variants.py switches the adapter per side).
 
 Does not write anything (compare_table.write_csv does, when asked). Try it:
     grpo-desktop eval runs/demo --compare base --table /tmp/cmp.csv
@@ -129,7 +122,11 @@ def run_comparison(
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
 ) -> Comparison:
-    """Answer `examples` with variants `a` and `b` of the loaded run (see the module docs)."""
+    """Answer `examples` with variants `a` and `b` of the loaded run.
+
+    Each batch of problems is answered by A, then by B, so a cancel (`cancel.set()`) returns the
+    problems finished so far, each with both answers (two full-fine-tuning checkpoints: all of A
+    first, see _passes). `progress(done, total)` counts answers (2 per problem)."""
     t0 = time.perf_counter()
     side_a, side_b = pick_sides(mv.variants, a, b, mv.run_dir or "")
     cfg, total = mv.cfg, 2 * len(examples)
@@ -235,8 +232,14 @@ def compare_run(
     cancel: threading.Event | None = None,
     fallback: TrainConfig | None = None,
 ) -> Comparison:
-    """Load the run once and compare side `a` with side `b` (see the module docstring).
-    A TRL output_dir is loaded and scored with the config engine/variants/trl_config.py builds for it
+    """Load the run once and compare side `a` with side `b`.
+
+    The problems are the held-out set that `grpo-desktop eval` scores
+    (variants/eval_target.py, `held_out_examples`: same `n` and `seed`, same problems, so side
+    B's accuracy equals `grpo-desktop eval` on that checkpoint), or the rows of the file
+    `problems` (.jsonl, .json, .csv, .parquet) read with the run's prompt and answer columns.
+    Answers are scored with the run's answer extraction, checker, tags and tolerance. A TRL
+    output_dir is loaded and scored with the config engine/variants/trl_config.py builds for it
     (`fallback`'s data and rewards when no exported settings are beside it; the defaults when
     None). Bad input (no checkpoint, unknown step, unreadable problem file) raises UserError
     before any model is loaded."""

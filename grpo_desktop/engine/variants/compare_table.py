@@ -1,19 +1,17 @@
 """The before/after comparison's table and numbers: rows, categories, intervals, CSV.
 
 A comparison answers the same problems with two variants of a run's model, A (the base or an
-earlier checkpoint) and B (a later checkpoint). Each problem falls in one category:
-- "fixed": A was wrong, B is right;
-- "broken": A was right, B is wrong;
-- "both right" and "both wrong".
-`summarize` gives each side's accuracy with a 95 % Wilson score interval (it stays inside 0–100 %
-and is honest for small n and accuracies near 0 or 1, where the plain p ± 1.96·√(p(1−p)/n) is
-not), the count of each category, and McNemar's exact test on the discordant problems (fixed
-vs broken): how likely a split at least that uneven would be if A and B were equally good.
+earlier checkpoint) and B (a later checkpoint); each problem is "fixed" (A wrong, B right),
+"broken" (A right, B wrong), "both right" or "both wrong". `summarize` gives each side's accuracy
+with a 95 % Wilson score interval (it stays inside 0–100 % and is honest for small n and
+accuracies near 0 or 1, where the plain p ± 1.96·√(p(1−p)/n) is not), the count of each
+category, and McNemar's exact test on the discordant problems (fixed vs broken): how likely a
+split at least that uneven would be if A and B were equally good.
 
-Torch-free and Qt-free: the window imports it to show a comparison; engine/variants/compare.py runs the
-models. What it does not do: generate or score answers.
+Torch-free and Qt-free: the window imports it to show a comparison; variants/compare.py runs the
+models. Does not generate or score answers.
 
-Try it:  python -c "from grpo_desktop.engine.variants.compare_table import wilson_interval as w;
+Try it:  python -c "from grpo_desktop.engine.variants.compare_table import wilson_interval as w; \\
 print(w(31, 100))"
 """
 

@@ -1,19 +1,10 @@
 """What `grpo-desktop eval` measures: held-out accuracy of the demo model, a run or a model folder.
 
-`evaluate_target(target, n, seed)` loads one of
-- None: the built-in demo model (`builtin:demo`) with the demo config;
-- a run folder (it holds config.json and events.jsonl or checkpoints/): the latest checkpoint's
-  LoRA adapter or full weights on the run's base model, with the run's config (the base model
-  itself when the run saved no checkpoint yet);
-- a checkpoint folder (RUN/checkpoints/step-N): that checkpoint, with its run's config;
-- anything else: a model folder or hub id, with the demo's data, prompt and rewards;
-and returns greedy accuracy and format rate on held-out problems, plus the format rate of answers
-sampled at temperature 1, as a plain dict (the JSON line the command prints).
-
-Held-out problems: for the built-in arithmetic data of level 2 and up, `n` problems of the level's
-`test` pool drawn with `seed`: problems that no GRPO run and not the demo model's supervised
-training have seen, the same for every run, so before and after compare. For other data, the
-first `n` of the run's own held-out split (its data.eval_size rows; `n` is capped there).
+`evaluate_target(target, n, seed)` loads the model `target` names (`resolve_target`: the built-in
+demo, a run folder's latest checkpoint, one checkpoint, or a model folder or hub id) and returns
+greedy accuracy and format rate on held-out problems, plus the format rate of answers sampled at
+temperature 1, as a plain dict (the JSON line the command prints). `held_out_examples` picks the
+problems so that before and after compare on the same ones.
 
 Does not train or write anything. Try it:  grpo-desktop eval --demo --n 50
 """
@@ -46,7 +37,14 @@ def _is_checkpoint_dir(path: str) -> bool:
 
 
 def resolve_target(target: str | None) -> tuple[TrainConfig, str | None, str | None, int | None]:
-    """(config, adapter path, full-weights path, checkpoint step) for an eval target."""
+    """(config, adapter path, full-weights path, checkpoint step) for an eval target:
+
+    - None: the built-in demo model (`builtin:demo`) with the demo config;
+    - a run folder (config.json and events.jsonl or checkpoints/): the latest checkpoint's LoRA
+      adapter or full weights on the run's base model, with the run's config (the base model
+      itself when the run saved no checkpoint yet);
+    - a checkpoint folder (RUN/checkpoints/step-N): that checkpoint, with its run's config;
+    - anything else: a model folder or hub id, with the demo's data, prompt and rewards."""
     if target is None:
         return demo_config(), None, None, None
     path = os.path.expanduser(target)
@@ -76,7 +74,12 @@ def resolve_target(target: str | None) -> tuple[TrainConfig, str | None, str | N
 
 
 def held_out_examples(cfg: TrainConfig, n: int, seed: int) -> list[Example]:
-    """The problems `grpo-desktop eval` scores (see the module docstring)."""
+    """The problems `grpo-desktop eval` scores.
+
+    For the built-in arithmetic data of level 2 and up, `n` problems of the level's `test` pool
+    drawn with `seed`: problems that no GRPO run and not the demo model's supervised training
+    have seen, the same for every run, so before and after compare. For other data, the first
+    `n` of the run's own held-out split (its data.eval_size rows; `n` is capped there)."""
     if n < 1:
         raise UserError(f"--n must be at least 1, got {n}.")
     d = cfg.data

@@ -2,18 +2,17 @@
 
 After training, Try, Compare and export ask for "the base model" or "step 40". A LoRA run's
 checkpoints are small adapters over the same base weights, so `ModelVariants` loads the base once
-and switches adapters on it (peft's `load_adapter` / `set_adapter`; the base itself is the model
-with adapters off, as the reference model already is during training): trying five checkpoints
-costs five adapters, not five models. A full-fine-tuning run's checkpoint is a whole model: it is
-loaded as a second copy, one checkpoint at a time (the previous one is freed first).
+and switches adapters on it (the base itself is the model with adapters off, as the reference
+model is during training): trying five checkpoints costs five adapters, not five models. A
+full-fine-tuning run's checkpoint is a whole model, loaded one at a time (the previous is freed).
 
-    variants = run_variants("runs/demo")            # [base, step 20, step 40]
     with ModelVariants(cfg, "runs/demo") as mv:
         with mv.use("latest") as model:             # or "base", "40", "step-40", a Variant
             ...generate_completions(model, mv.tokenizer, ...)
 
-Loading is for generation only (`load_policy(for_inference=True)`): no reference copy, no master
-weights, gradients off. Does not generate, score or export anything itself.
+Loading is for generation only: no reference copy, no master weights, gradients off.
+Try it:  python -c "from grpo_desktop.engine.variants.run_variants import run_variants as r; \\
+print(r('runs/demo'))"
 """
 
 from __future__ import annotations

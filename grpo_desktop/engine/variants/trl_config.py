@@ -1,20 +1,14 @@
 """The settings Try and Compare use for a TRL output_dir: a `TrainConfig` built for it, with notes.
 
 A TRL output has no GRPO Desktop config.json (a full fine-tuning output's config.json is the
-model's own), so `trl_run_config(folder, session)` builds one:
+model's own), so `trl_run_config(folder, session)` builds one from the exported project's settings
+when they are found (`exported_settings`), else from the session's, with the base model and LoRA
+settings read off the output itself; a note says wherever it had to fall back.
 
-- prompts, data and rewards: the app's settings of the exported project that trained it, when
-  one is found (`exported_settings`: the `settings.json` that engine/export/trl_project.py writes, with
-  the app's settings under "app_settings", in the output_dir or the folder above it, where
-  `python train.py --output_dir output` puts it); else `session`'s, and a note says so;
-- the base model: a LoRA output's adapter_config names it (`trl_base_model`); a full
-  fine-tuning output records none, so it is the exported settings' model or `session`'s, said
-  in a note; a named base that is a path not on this machine falls back the same way;
-- LoRA on when the output's models are adapters (their rank, alpha and target modules), off
-  for whole models.
-
-Torch-free (run in the GUI thread). Does not load models (engine/variants/run_variants.py does) or read
+Torch-free (run in the GUI thread). Does not load models (variants/run_variants.py does) or read
 TRL's metrics (session/trl_run.py does).
+Try it:  python -c "from grpo_desktop.engine.variants.trl_config import exported_settings as e; \\
+print(e('output'))"
 """
 
 from __future__ import annotations
@@ -86,7 +80,17 @@ def _missing_path(name: str) -> bool:
 
 
 def trl_run_config(folder: str, session: TrainConfig) -> TrlRunConfig:
-    """The config Try and Compare load and score `folder`'s models with (module docstring)."""
+    """The config Try and Compare load and score `folder`'s models with.
+
+    - prompts, data and rewards: the app's settings of the exported project that trained it,
+      when found (`exported_settings`: the `settings.json` export/trl_project.py writes, with the
+      app's settings under "app_settings", in the output_dir or the folder above it, where
+      `python train.py --output_dir output` puts it); else `session`'s, and a note says so;
+    - the base model: a LoRA output's adapter_config names it (`trl_base_model`); a full
+      fine-tuning output records none, so it is the exported settings' model or `session`'s,
+      said in a note; a named base that is a path not on this machine falls back the same way;
+    - LoRA on when the output's models are adapters (their rank, alpha and target modules), off
+      for whole models."""
     notes: list[str] = []
     settings = exported_settings(folder)
     cfg = session

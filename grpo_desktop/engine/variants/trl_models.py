@@ -2,16 +2,14 @@
 
 TRL (through transformers' `Trainer`) saves each checkpoint as `OUTPUT_DIR/checkpoint-N/` and the
 final model, when the script calls `trainer.save_model()`, in `OUTPUT_DIR/` itself, both in
-`save_pretrained` form: a peft adapter (`adapter_config.json` + `adapter_model.safetensors`) for
-a LoRA run, else a whole model (`config.json` + `*.safetensors`). Those are the folders the app's
-own checkpoints keep under `adapter/` and `model/`, so `ModelVariants` loads them the same way.
+`save_pretrained` form: a peft adapter for a LoRA run, else a whole model. Those are the folders
+the app's own checkpoints keep under `adapter/` and `model/`, so `ModelVariants` loads them the
+same way. `trl_variants(folder)` lists them oldest first, the final model last (key "final");
+`is_trl_output` tells such a folder from the app's run folders; `trl_base_model` names the base
+a LoRA output was trained from, which Try and Compare load as "base". Imports no torch.
 
-`trl_variants(folder)` lists them oldest first, the final model last (key "final"; `trl_models`: the
-same as plain tuples, without torch); `is_trl_output`
-says whether a folder is such an output_dir (and not one of the app's run folders), and
-`trl_base_model` names the base model a LoRA output was trained from (its adapter_config's
-base_model_name_or_path), which is what Try and Compare must load as "base". Imports no
-torch (`Variant` is a plain record, engine/variants/variant.py).
+Try it:  python -c "from grpo_desktop.engine.variants.trl_models import trl_models; \\
+print(trl_models('output'))"
 """
 
 from __future__ import annotations

@@ -1,36 +1,16 @@
 """Try a trained model: answer one prompt with one variant (the base model or a checkpoint).
 
 Behind the app's *Try* tab. `answer_prompt(mv, cfg, variant, problem, gold, settings)` builds the
-prompt exactly as training does (the run's system prompt and chat template, `build_prompt`, cut
-to data.max_prompt_length by `tokenize_prompts`), decodes greedily or by sampling (temperature,
-top-p, several samples) on the variant `ModelVariants.use` makes active, and scores each answer
-with the run's rewards through `score_file.score_rows` (the same RewardSet as a training step:
-accuracy, format, the custom checker in its isolated child process). It returns a plain dict:
+prompt exactly as training does (the run's system prompt and chat template, cut to
+data.max_prompt_length), decodes greedily or by sampling on the variant `ModelVariants.use`
+makes active, streams the text as it comes, and scores each answer with the run's rewards (the
+same RewardSet as a training step, custom checker included). Greedy decoding with the run's
+max_completion_length gives the same answer as the held-out evaluation (engine/grpo/evaluate.py)
+for the same problem and variant. `problem_choices(cfg, source)` lists the run's held-out or
+training problems to pick from.
 
-    {"variant": "step-40", "label": "Step 40", "step": 40, "problem": "What is 17 × 24?",
-     "gold": "408", "prompt_tokens": 31, "prompt_cut": False, "cancelled": False,
-     "seconds": 0.8, "notes": [], "weights": {"accuracy": 1.0, "format": 0.2}, "samples": [{"text": "<think>…", "tokens": 112,
-     "ended": "eos", "score": {"rewards": {"accuracy": 1.0, "format": 1.0}, "reward": 1.2,
-     "extracted": "408", "reasons": {}, "error": None}}]}
-
-`ended` is "eos" (the model ended its answer), "length" (cut by max_new_tokens) or "stopped"
-(cancelled). Greedy decoding with the run's max_completion_length gives the same answer as the
-held-out evaluation (engine/grpo/evaluate.py) for the same problem and variant.
-
-Streaming: `on_text(texts)` gets every sample's text so far after each decoded token (the
-tokens decoded together, so a character split over two byte tokens appears whole once its last
-byte arrives; a trailing partial character is held back). `should_stop()` is asked after each
-token; True ends the decode there: answers cut short come back unscored with ended "stopped"
-(those that had ended already are scored).
-
-A free-text prompt has no gold answer: accuracy is not scored (None, and a note says so); the
-format reward and a custom checker still score. A custom checker the caller does not trust
-(`run_checker=False`) is not run, and a note says so.
-
-`problem_choices(cfg, source)` lists the run's held-out problems (the ones `grpo-desktop eval`
-scores, engine/eval_target.held_out_examples) or its training problems, as plain dicts.
-
-Does not load models (engine/variants/run_variants.py), train or write anything. Try it: tests/engine/variants/test_try_model.py.
+Does not load models (variants/run_variants.py), train or write anything.
+Try it:  python -m pytest -q tests/engine/variants/test_try_model.py
 """
 
 from __future__ import annotations
@@ -186,8 +166,25 @@ def answer_prompt(
     should_stop: Callable[[], bool] | None = None,
     run_checker: bool = True,
 ) -> dict:
-    """Answer `problem` with `variant` and score the answers (see the module docstring).
-    `gold`: the reference answer of a picked problem (None or "" for a typed prompt)."""
+    """Answer `problem` with `variant` and score the answers, as a plain dict:
+
+        {"variant": "step-40", "label": "Step 40", "step": 40, "problem": "What is 17 × 24?",
+         "gold": "408", "prompt_tokens": 31, "prompt_cut": False, "cancelled": False,
+         "seconds": 0.8, "notes": [], "weights": {"accuracy": 1.0, "format": 0.2},
+         "samples": [{"text": "<think>…", "tokens": 112, "ended": "eos",
+                      "score": {"rewards": {"accuracy": 1.0, "format": 1.0}, "reward": 1.2,
+                                "extracted": "408", "reasons": {}, "error": None}}]}
+
+    `ended` is "eos" (the model ended its answer), "length" (cut by max_new_tokens) or
+    "stopped" (cancelled). `gold`: the reference answer of a picked problem (None or "" for a
+    typed prompt: accuracy is then not scored, and a note says so; the format reward and a
+    custom checker still score). A custom checker the caller does not trust
+    (`run_checker=False`) is not run, and a note says so.
+
+    Streaming: `on_text(texts)` gets every sample's text so far after each decoded token (a
+    character split over two byte tokens appears whole once its last byte arrives).
+    `should_stop()` is asked after each token; True ends the decode there: answers cut short
+    come back unscored with ended "stopped" (those that had ended already are scored)."""
     settings = settings or TrySettings()
     problems = settings.problems()
     if problems:
