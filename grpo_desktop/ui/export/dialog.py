@@ -150,12 +150,6 @@ class ExportDialog(QDialog):
         self._set_busy(False)
         self._refresh()
 
-    @property
-    def thread(self):
-        """The running export's QThread, None when none runs (this name shadows QObject.thread,
-        as the dialog always has; prefer `runner.busy`)."""
-        return self.runner.thread
-
     # ------------------------------------------------------------------ what is chosen
 
     def _session_name(self) -> str:

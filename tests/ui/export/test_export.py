@@ -104,7 +104,7 @@ def test_export_merged_from_the_dialog_then_open_and_copy(qtbot, window, tmp_pat
 
     dialog.export_button.click()
     assert not dialog.export_button.isEnabled() and dialog.cancel_button.isVisible()
-    qtbot.waitUntil(lambda: dialog.thread is None, timeout=120_000)
+    qtbot.waitUntil(lambda: not dialog.runner.busy, timeout=120_000)
     assert dialog.result is not None, dialog.status.text()
     assert dialog.result["out"] == out and os.path.isfile(os.path.join(out, "model.safetensors"))
     assert dialog.progress.value() == 1000
@@ -126,7 +126,7 @@ def test_cancel_leaves_nothing_and_says_so(qtbot, window, tmp_path):
     dialog.out_edit.setText(str(out))
     dialog.export_button.click()
     dialog.cancel_button.click()
-    qtbot.waitUntil(lambda: dialog.thread is None, timeout=60_000)
+    qtbot.waitUntil(lambda: not dialog.runner.busy, timeout=60_000)
     assert dialog.result is None
     assert "cancelled" in dialog.status.text()
     assert not out.exists() and not [n for n in os.listdir(tmp_path) if n.startswith(".cancel")]
