@@ -177,6 +177,18 @@ def _check_choice(mode: str, checker: str) -> None:
         raise ValueError(f"unknown answer checker {checker!r}; choose one of {CHECKERS}")
 
 
+def accuracy_options(rewards: RewardsConfig) -> dict[str, Any]:
+    """The keyword arguments of `accuracy_verdicts` / `accuracy_reward` that a run's reward
+    settings choose: how the answer is found, the tags, the tolerance and the checker."""
+    return {
+        "mode": rewards.answer_extraction,
+        "answer_tag": rewards.answer_tag,
+        "think_tag": rewards.think_tag,
+        "tolerance": rewards.numeric_tolerance,
+        "checker": rewards.answer_checker,
+    }
+
+
 def accuracy_verdicts(
     completions: list[str],
     answer: list[str],
@@ -326,15 +338,7 @@ class RewardSet:
         extracted: list[str | None] = [None] * n
         reasons: list[dict[str, str]] = [{} for _ in range(n)]
         if "accuracy" in self.weights:
-            verdicts = accuracy_verdicts(
-                completions,
-                answers,
-                mode=cfg.answer_extraction,
-                answer_tag=cfg.answer_tag,
-                think_tag=cfg.think_tag,
-                tolerance=cfg.numeric_tolerance,
-                checker=cfg.answer_checker,
-            )
+            verdicts = accuracy_verdicts(completions, answers, **accuracy_options(cfg))
             values["accuracy"] = [v.score for v in verdicts]
             extracted = [v.extracted for v in verdicts]
             for why, v in zip(reasons, verdicts):

@@ -25,7 +25,7 @@ from grpo_desktop.engine.data.sources import FILE_EXTENSIONS, open_source
 from grpo_desktop.engine.errors import DataError, UserError
 from grpo_desktop.engine.grpo.evaluate import EVAL_BATCH, _answer_batches
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission
-from grpo_desktop.engine.rewards.functions import accuracy_verdicts
+from grpo_desktop.engine.rewards.functions import accuracy_options, accuracy_verdicts
 from grpo_desktop.engine.runs.files import read_run_config
 from grpo_desktop.engine.variants.compare_table import CompareRow, CompareSummary, summarize
 from grpo_desktop.engine.variants.eval_target import held_out_examples
@@ -207,16 +207,7 @@ def _rows(chunk: list[Example], texts_a: list[str], texts_b: list[str], cfg: Tra
 
 
 def _verdicts(texts: list[str], gold: list[str], cfg: TrainConfig):
-    r = cfg.rewards
-    return accuracy_verdicts(
-        texts,
-        gold,
-        mode=r.answer_extraction,
-        answer_tag=r.answer_tag,
-        think_tag=r.think_tag,
-        tolerance=r.numeric_tolerance,
-        checker=r.answer_checker,
-    )
+    return accuracy_verdicts(texts, gold, **accuracy_options(cfg.rewards))
 
 
 def compare_run(
