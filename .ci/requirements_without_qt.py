@@ -3,14 +3,15 @@
 CI's second test step installs these into a fresh venv and runs `pytest tests/engine
 tests/session` there: the engine and session layers must work where PySide6 is not installed.
 
-Try it:  python .ci/requirements_without_qt.py
+Needs Python 3.11+ (tomllib), as CI has. Try it:  python .ci/requirements_without_qt.py
 """
 
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 QT = {"pyside6", "pyside6-essentials", "pyqtgraph", "pytest-qt"}
 

@@ -12,11 +12,11 @@ import subprocess
 import sys
 
 import pytest
-from tests.support.hazards import ROOT, cli, small_config, train_in_process
 
 from grpo_desktop.engine.events import read_events
 from grpo_desktop.session.history import RunHistory
 from grpo_desktop.session.run_state import describe, run_state
+from tests.support.hazards import ROOT, cli, small_config, train_in_process
 
 
 @pytest.fixture(scope="module")
