@@ -6,31 +6,13 @@
 What it does: builds a 1.6M-parameter Llama (size "demo" in engine/models/tiny.py) with the app's
 character-level tokenizer and chat template, and trains it with supervised fine-tuning on worked
 answers to the built-in problems of difficulty 2, prompted exactly as the demo prompts them
-(`demo_config()`'s system prompt and chat template). A worked answer, in the lessons' format:
+(`demo_config()`'s system prompt and chat template): every step a one-digit fact or a small sum
+with its carry written out, some carries slipped on purpose so GRPO has something to fix (see
+`worked_answer`). The problems come from the arithmetic generator's `sft` pool, never used by
+GRPO training or held-out evaluation.
 
-    <think>17×4: 7×4=28, 1×4+2=6, so 68. 17×20: 7×2=14, 1×2+1=3, so 340.
-    340+68: 4+6=10, 3+0+1=4, so 408.</think><answer>408</answer>
-
-(one line in the data). Every step is a one-digit fact or a small sum with its carry written out:
-a model this small learns that in minutes, while the compact "17×24 = 340 + 68 = 408" — every
-partial product and carry worked out in one token — was still below 10 % after 400 steps of 64.
-
-The problems come from the arithmetic generator's `sft` pool, which GRPO training (`train` pool)
-and every held-out evaluation (`test` pool) never use (see engine/data/arithmetic.py).
-
-The model is made imperfect on purpose, so that GRPO has something to fix: the lessons' "408 vs
-398". Some worked answers write a multiplication carry one too small (7×4=28, 1×4+1=5, so 58: the
-total comes out 398), more often for big carries (2 or more: 65 %) than small ones (15 %); some
-drop a carry of the addition (30 %: 308); 15 % slip on the format (no think tags, "The answer is
-408." or a bare number). The model learns those rates, so at each carry it puts real probability
-on both digits: greedy decoding takes the slip wherever a big carry occurs (held-out greedy
-accuracy about 40 %), and groups of sampled answers to such a problem hold right and wrong
-answers, whose advantages push the carry back — one token, the same rule on every problem.
-
-Everything is seeded (`--seed`); with the same seed, library versions and thread count (default 1)
-the weights come out the same. It prints the time it took and the held-out greedy accuracy and
-format rates it reached (`grpo-desktop eval` on the result), and writes them to build_info.json
-beside the weights. What it does not do: download anything or use a GPU.
+Seeded (`--seed`): the same seed, library versions and thread count give the same weights. Writes
+the held-out greedy accuracy and format rates it reached to build_info.json. Downloads nothing.
 """
 
 from __future__ import annotations
@@ -112,7 +94,29 @@ def _plus(p1: int, p2: int, rng: random.Random, mix: Mix) -> tuple[str, int]:
 
 
 def worked_answer(a: int, b: int, rng: random.Random, mix: Mix) -> str:
-    """One worked answer to a × b, right or slipped as `mix` says, in the lessons' format."""
+    """One worked answer to a × b, right or slipped as `mix` says.
+
+    A worked answer, in the format the app rewards:
+
+        <think>17×4: 7×4=28, 1×4+2=6, so 68. 17×20: 7×2=14, 1×2+1=3, so 340.
+        340+68: 4+6=10, 3+0+1=4, so 408.</think><answer>408</answer>
+
+    (one line in the data). Every step is a one-digit fact or a small sum with its carry written out:
+    a model this small learns that in minutes, while the compact "17×24 = 340 + 68 = 408" — every
+    partial product and carry worked out in one token — was still below 10 % after 400 steps of 64.
+
+    The problems come from the arithmetic generator's `sft` pool, which GRPO training (`train` pool)
+    and every held-out evaluation (`test` pool) never use (see engine/data/arithmetic.py).
+
+    The model is made imperfect on purpose, so that GRPO has something to fix: the lessons' "408 vs
+    398". Some worked answers write a multiplication carry one too small (7×4=28, 1×4+1=5, so 58: the
+    total comes out 398), more often for big carries (2 or more: 65 %) than small ones (15 %); some
+    drop a carry of the addition (30 %: 308); 15 % slip on the format (no think tags, "The answer is
+    408." or a bare number). The model learns those rates, so at each carry it puts real probability
+    on both digits: greedy decoding takes the slip wherever a big carry occurs (held-out greedy
+    accuracy about 40 %), and groups of sampled answers to such a problem hold right and wrong
+    answers, whose advantages push the carry back — one token, the same rule on every problem.
+    """
     b1, b0 = divmod(b, 10)
     ones_text, p2 = _times(a, b0, "", rng, mix)
     tens_text, p1 = _times(a, b1, "0", rng, mix)
