@@ -63,23 +63,27 @@ HINT_EVERY = 20
 def make_scheduler(optimizer, cfg: TrainConfig):
     """The learning-rate schedule: a factor on `learning_rate` for each optimizer update.
 
-    `step` below counts optimizer updates from 0: one per training step, or num_iterations
-    per step when each batch is used for several updates. Three regimes, in order:
+    `update` below counts optimizer updates from 0: num_iterations of them per training step
+    (each batch is used for that many updates), so the settings, given in training steps, are
+    counted in updates: W = warmup_steps × num_iterations, U = max_steps × num_iterations (as
+    the TRL export counts them). Three regimes, in order:
 
-    1. Warm-up, while step < warmup_steps: (step + 1) / warmup_steps, so the first update
-       already moves (1 / warmup_steps) and the last warm-up update runs at the full rate.
-    2. After warm-up, by `lr_scheduler`, over progress p = (step - warmup_steps) /
-       (max_steps - warmup_steps) from 0 to 1: "constant" keeps 1; "linear" is 1 - p, reaching
-       0 at max_steps; "cosine" is (1 + cos(pi * p)) / 2, flat at both ends.
-    3. Past max_steps (more updates than steps: num_iterations > 1), p stays 1: the rate stays
-       where the schedule ends, 0 for linear and cosine.
+    1. Warm-up, while update < W: (update + 1) / W, so the first update already moves (1 / W)
+       and the last warm-up update runs at the full rate.
+    2. After warm-up, by `lr_scheduler`, over progress p = (update - W) / (U - W) from 0 to 1:
+       "constant" keeps 1; "linear" is 1 - p, reaching 0 after the last update; "cosine" is
+       (1 + cos(pi * p)) / 2, flat at both ends.
+    3. Past U (a run continued past its max_steps), p stays 1: the rate stays where the
+       schedule ends, 0 for linear and cosine.
     """
-    a, total = cfg.algorithm, cfg.run.max_steps
+    a = cfg.algorithm
+    warm = a.warmup_steps * a.num_iterations  # W, in updates
+    total = cfg.run.max_steps * a.num_iterations  # U, in updates
 
-    def factor(step: int) -> float:
-        if a.warmup_steps and step < a.warmup_steps:
-            return (step + 1) / a.warmup_steps
-        progress = (step - a.warmup_steps) / max(1, total - a.warmup_steps)
+    def factor(update: int) -> float:
+        if warm and update < warm:
+            return (update + 1) / warm
+        progress = (update - warm) / max(1, total - warm)
         progress = min(max(progress, 0.0), 1.0)
         if a.lr_scheduler == "linear":
             return 1.0 - progress
