@@ -4,7 +4,8 @@ A thin layer over `engine.export.pipeline.export`. A session folder (NAME.grpo) 
 to its run folder (adapter, merged, gguf) or its settings (trl), since the engine does not read
 the session layer. Progress goes to stderr, one JSON summary line to stdout (format, out, bytes,
 seconds, dtype, step, ...). Bad input (no checkpoint, a missing base model, an out folder that is
-not empty without --force, a full disk) is a one-paragraph message and exit 2.
+not empty without --force, one that is or holds the source run or session, a full disk) is a
+one-paragraph message and exit 2.
 
     grpo-desktop export runs/demo --format merged --out exports/demo-merged
     grpo-desktop export my-run.grpo --format gguf --outtype q8_0 --out exports/q8
@@ -83,6 +84,13 @@ def _source(args):
     return args.source, args.source if os.path.isdir(args.source) else None
 
 
+def _session_folder(source: str) -> tuple[str, ...]:
+    """The session folder the export must not write into (the engine guards the run itself)."""
+    from grpo_desktop.session.document import is_session
+
+    return (source,) if is_session(source) else ()
+
+
 class _Bad(Exception):
     pass
 
@@ -124,6 +132,7 @@ def cmd_export(args) -> int:
             force=args.force,
             progress=_progress(args.quiet),
             remote_code=remote_code,
+            protect=_session_folder(args.source),
         )
     except _Bad as exc:
         return fail(str(exc))

@@ -21,6 +21,7 @@ import shutil
 from grpo_desktop import __version__
 from grpo_desktop.engine.errors import UserError
 from grpo_desktop.engine.export.plan import (
+    ADAPTER_FILES,
     ExportError,
     ExportPlan,
     MissingBaseModel,
@@ -105,10 +106,11 @@ def write_adapter(plan: ExportPlan, folder: str, stage, remote_code=None) -> dic
     _check_base_available(plan)
     os.makedirs(folder, exist_ok=True)
     stage(0.1, "Copying the adapter")
-    for name in os.listdir(plan.weights):
+    # only the adapter's weights (adapter_config.json is rewritten below; peft's README.md is
+    # an empty model card, README.txt says what this is): nothing else in the folder is copied
+    for name in ADAPTER_FILES[1:]:
         src = os.path.join(plan.weights, name)
-        # peft's README.md is an empty model card: README.txt says what this is
-        if os.path.isfile(src) and name not in ("adapter_config.json", "README.md"):
+        if os.path.isfile(src):
             shutil.copyfile(src, os.path.join(folder, name))
     with open(os.path.join(plan.weights, "adapter_config.json"), encoding="utf-8") as fh:
         config = json.load(fh)

@@ -54,6 +54,14 @@ def folder_bytes(path: str) -> int:
 
 
 def _check_out_dir(out_dir: str, force: bool) -> None:
+    if os.path.islink(out_dir):
+        if not force:
+            raise ExportError(
+                f"{out_dir} is a symbolic link (to {os.readlink(out_dir)}). Choose another "
+                "folder, or replace the link with the export with --force (in the app: confirm "
+                "the replacement); what it points to is left as it is."
+            )
+        return
     if os.path.isfile(out_dir):
         raise ExportError(f"{out_dir} is a file, not a folder: choose a folder to export into.")
     if os.path.isdir(out_dir) and os.listdir(out_dir) and not force:
@@ -61,6 +69,45 @@ def _check_out_dir(out_dir: str, force: bool) -> None:
             f"{out_dir} already exists and is not empty. Choose a new or empty folder, or "
             "replace what is there with --force (in the app: confirm the replacement)."
         )
+
+
+def _inside(path: str, folder: str) -> bool:
+    return os.path.commonpath([path, folder]) == folder
+
+
+def _check_not_source(out_dir: str, protected: list[tuple[str, str]]) -> None:
+    """Refuse an output that is, holds or lies inside a folder the export reads (the run, the
+    session, a local base model): with --force it would be replaced. Real paths are compared,
+    so a symlink or a `..` does not get around it."""
+    real_out = os.path.realpath(out_dir)
+    for what, folder in protected:
+        real = os.path.realpath(folder)
+        if real_out == real:
+            how = "is"
+        elif _inside(real_out, real):
+            how = "lies inside"
+        elif _inside(real, real_out):
+            how = "holds"
+        else:
+            continue
+        shown = out_dir if real_out == out_dir else f"{out_dir} (really {real_out})"
+        raise ExportError(
+            f"The output folder {shown} {how} {what} {folder}, which the export reads; writing "
+            f"there would replace or delete it. Choose an output folder that is neither in "
+            f"{folder} nor above it: a new folder beside it, say."
+        )
+
+
+def _protected(plan: ExportPlan, source, protect) -> list[tuple[str, str]]:
+    folders = [("the session", os.path.abspath(os.path.expanduser(f))) for f in protect]
+    run_dir = plan.run_dir
+    if run_dir is None and isinstance(source, str) and os.path.isdir(source):
+        run_dir = os.path.abspath(os.path.expanduser(source))  # trl from a run folder
+    if run_dir:
+        folders.append(("the source run", run_dir))
+    if plan.fmt != "trl" and plan.base and plan.base_is_local:
+        folders.append(("the base model", plan.base))
+    return folders
 
 
 def _free(folder: str) -> int | None:
@@ -132,6 +179,7 @@ def export(
     progress: Progress | None = None,
     cancel: Callable[[], bool] | None = None,
     remote_code=None,
+    protect: tuple[str, ...] = (),
 ) -> dict:
     """Export `source` as `fmt` into `out_dir`. Raises UserError subclasses with a message for
     the user; nothing is left behind on any error.
@@ -149,13 +197,17 @@ def export(
 
     Before writing, the free space is checked against the expected size; a disk that fills up
     anyway (ENOSPC) removes what was written and raises `ExportDiskFull`. An existing, non-empty
-    `out_dir` is refused unless `force` (then replaced at the end). `progress(fraction,
+    `out_dir` is refused unless `force` (then replaced at the end); one that is, holds or lies
+    inside the source run, a local base model or a `protect` folder (the session the run came
+    from) is always refused, real paths compared. An `out_dir` that is a symlink is replaced as
+    a link: the link goes, its target is never touched. `progress(fraction,
     message)` is called as it goes; `cancel()` returning True stops it between stages
     (`ExportCancelled`). Returns a summary dict (format, out, bytes, seconds, dtype, step, …)."""
     t0 = time.perf_counter()
     stage = _Stages(progress, cancel)
     plan = plan_export(source, fmt, checkpoint, outtype)
     out_dir = os.path.abspath(os.path.expanduser(out_dir))
+    _check_not_source(out_dir, _protected(plan, source, protect))
     _check_out_dir(out_dir, force)
     plan.out_dir = out_dir
     parent = os.path.dirname(out_dir)
@@ -204,7 +256,12 @@ def export(
 
 
 def _replace(tmp: str, out_dir: str) -> None:
-    """Rename the finished export into place; an old folder (allowed by force) goes last."""
+    """Rename the finished export into place; an old folder (allowed by force) goes last. An
+    `out_dir` that is a symlink is removed as a link (its target is not touched)."""
+    if os.path.islink(out_dir):
+        os.unlink(out_dir)
+        os.replace(tmp, out_dir)
+        return
     old = None
     if os.path.exists(out_dir):
         old = f"{out_dir}.replaced-{os.getpid()}"

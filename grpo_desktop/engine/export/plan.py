@@ -8,7 +8,8 @@ folder), the dtype the result is written in and why (a 4-bit or 8-bit run merges
 and how many bytes it takes (read from the safetensors headers, nothing loaded).
 export/pipeline.py does the writing; this module only reads. Errors a user can act on are
 `ExportError` (a UserError): no checkpoint yet, a damaged or missing step, a missing base model,
-a format that does not fit the run. Torch-free.
+a format that does not fit the run, a symbolic link in the checkpoint that leads out of the run
+(`check_links`). Torch-free.
 
 Try it:  python -c "from grpo_desktop.engine.export.plan import plan_export; \\
 print(plan_export('runs/demo', 'merged'))"
@@ -41,6 +42,7 @@ TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
     "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json",
 )  # fmt: skip
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
 TRL_BYTES = 200_000  # a TRL project: scripts, configs, README (generous)
 
 
@@ -272,6 +274,7 @@ def plan_export(
             "This run fine-tuned all the model's weights (LoRA was off), so it has no adapter "
             "to export. Export it as a whole model instead: --format merged (or gguf)."
         )
+    check_links(run_dir, weights)
     if is_adapter or fmt == "adapter":
         plan.base, plan.base_is_local = base_location(cfg.model.name_or_path)
     else:  # a full fine-tuning checkpoint holds the whole model and its tokenizer
@@ -279,6 +282,26 @@ def plan_export(
         plan.base, plan.base_is_local = with_base if with_base else (weights, True)
     _sizes(plan, outtype)
     return plan
+
+
+def check_links(run_dir: str, folder: str) -> None:
+    """Refuse a symbolic link in the checkpoint's weights folder that leads out of the run: the
+    export reads the files there (and the adapter export copies them), so a planted link would
+    carry another file's bytes into it. Links that stay inside the run are followed."""
+    real_run = os.path.realpath(run_dir)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(folder, name)
+        real = os.path.realpath(path)
+        if os.path.commonpath([real, real_run]) != real_run:
+            raise ExportError(
+                f"{path} leads through a symbolic link to {real}, outside the run {run_dir}, "
+                "and the export reads only the run's own files. Remove the link (or replace it "
+                "with the file the checkpoint saved), then export again."
+            )
 
 
 def _optional_base(name: str) -> tuple[str, bool] | None:
@@ -330,7 +353,7 @@ def _sizes(plan: ExportPlan, outtype: str) -> None:
     tokenizer_bytes = _folder_bytes(token_folder or "", TOKENIZER_FILES)
     merged = plan.parameters * DTYPE_BYTES[plan.dtype] + tokenizer_bytes + 20_000
     if plan.fmt == "adapter":
-        adapter_bytes = _folder_bytes(plan.weights, os.listdir(plan.weights))
+        adapter_bytes = _folder_bytes(plan.weights, ADAPTER_FILES)
         plan.result_bytes = plan.needed_bytes = adapter_bytes + tokenizer_bytes + 10_000
     elif plan.fmt == "merged":
         plan.result_bytes = plan.needed_bytes = merged
