@@ -69,7 +69,7 @@ class Rollouts(Event):
     not repeated G times in events.jsonl); each row holds:
 
     group (index into prompts), completion, answer, rewards ({function: float | None}), reward
-    (weighted total, None when no function could score it), advantage (None when unscored),
+    (weighted total, None when a weighted function could not score it), advantage (None when unscored),
     length (tokens), truncated (hit the length limit), error (checker error text or None),
     extracted (the answer the accuracy checker read), reasons ({function: why it scored so}).
     Files written before prompts were stored once have a "prompt" in every row instead.

@@ -184,9 +184,10 @@ def test_custom_checker_is_refused_until_trusted_then_scores(tmp_path):
     out = lines_of(proc.stdout)
     # custom: 0.5 (answer in it) + 0.25 (a prompt) = 0.75, then 0.0 + 0.0 = 0.0, then an error.
     assert [o["rewards"]["custom"] for o in out] == [0.75, 0.0, None]
-    # totals: 1 + 0.2 + 2·0.75 = 2.7; 0 + 0.2 + 0 = 0.2; the error row keeps accuracy and
-    # format: 0 + 0.2·1 = 0.2 (the checker's part is left out, not counted as 0).
-    assert [o["reward"] for o in out] == pytest.approx([2.7, 0.2, 0.2])
+    # totals: 1 + 0.2 + 2·0.75 = 2.7; 0 + 0.2 + 0 = 0.2; the error row's total is unknown
+    # (None): the checker's part is missing, so neither 0.2 nor a 0 custom (issue 27 §1).
+    assert [o["reward"] for o in out[:2]] == pytest.approx([2.7, 0.2])
+    assert out[2]["reward"] is None
     assert out[0]["error"] is None
     assert "ValueError" in out[2]["error"] and "cannot read this one" in out[2]["error"]
     assert "checker errors: 1" in proc.stderr and "(1 unscored)" in proc.stderr

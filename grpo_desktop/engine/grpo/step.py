@@ -72,7 +72,7 @@ class Groups:
     examples: list[Example]
     completions: Completions
     rewards: RewardBatch
-    totals: torch.Tensor  # (N,) weighted reward, NaN where nothing could score
+    totals: torch.Tensor  # (N,) weighted reward, NaN where a part did not score
     timings: Timings = field(default_factory=Timings)
 
 

@@ -3,8 +3,8 @@
 The Lab holds rollouts that already exist (the built-in attempts at 17 × 23, engine/lab/attempts.py,
 or a real step's rows from events.jsonl) and recomputes every reward and advantage when a setting
 moves. It uses the engine's own code, so what it shows is what a run with these settings would
-compute: `accuracy_verdicts` and `format_reward` (engine/rewards/functions.py), the weighted sum
-that skips "no score" as `RewardSet` does, `compute_advantages` (engine/grpo/loss.py), and a
+compute: `accuracy_verdicts` and `format_reward` (engine/rewards/functions.py), `weighted_total`
+(unknown when a weighted part could not score, as in `RewardSet`), `compute_advantages` (engine/grpo/loss.py), and a
 `CheckerProcess` (the sandboxed child the trainer uses) for a custom checker. Every score is
 cached (a custom checker's per source and rollout), so re-weighting costs arithmetic only;
 `RewardLab.run_checker` is the one slow call, which the GUI runs in the background.
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from grpo_desktop.engine.checker.runner import CheckerProcess, CheckResult
 from grpo_desktop.engine.lab import attempts as lab_attempts
 from grpo_desktop.engine.lab.verdicts import Verdict, verdicts
-from grpo_desktop.engine.rewards.functions import accuracy_verdicts, format_reward
+from grpo_desktop.engine.rewards.functions import accuracy_verdicts, format_reward, weighted_total
 
 PARTS = ("accuracy", "format", "custom")
 
@@ -98,7 +98,7 @@ class ScoredRollout:
     index: int  # position in the Lab's list (0-based)
     rollout: LabRollout
     parts: dict  # {part: raw score or None}, every part computed (also at weight 0)
-    reward: float | None  # weighted total; None: no part could score it
+    reward: float | None  # weighted total; None: a weighted part could not score (unknown)
     advantage: float | None  # None when unscored (as the engine writes it)
     per_token: float | None  # the loss's weight on each of its tokens (see the module doc)
     extracted: str | None = None
@@ -303,13 +303,8 @@ class RewardLab:
                 pending = pending or res is None
                 parts["custom"] = None if res is None else res.value
                 error = None if res is None else res.error
-            present = [
-                weights[name] * v
-                for name in ("accuracy", "format", "custom")
-                if name in weights and (v := parts.get(name)) is not None and not math.isnan(v)
-            ]
             parts_list.append(parts)
-            totals.append(math.fsum(present) if present else None)
+            totals.append(weighted_total(weights, parts))  # None: a weighted part did not score
             errors.append(error)
         rewards = torch.tensor(
             [math.nan if t is None else t for t in totals], dtype=torch.float64

@@ -2,7 +2,8 @@
 
 Each follows TRL's convention (`fn(completions, **columns) -> list[float | None]`, None = could
 not score). `RewardSet` combines those with a positive weight, keeps each one's raw column and
-sums the weighted values that exist. Accuracy reads the final answer with engine.rewards.answers
+sums the weighted values (`weighted_total`): when any of them could not score the total is unknown
+(None), so the row gets no advantage and stays out of its group's mean and spread. Accuracy reads the final answer with engine.rewards.answers
 and its values with engine.rewards.values; the strict checker (the default) scores a hedge
 ("17 or 18") 0, the lenient one takes the last value, to show in the Lab how hedging wins
 against a sloppy checker. Integers compare exactly, other numbers with a relative tolerance,
@@ -285,11 +286,32 @@ def format_reward(
 # ---------------------------------------------------------------- combining
 
 
+def weighted_total(weights: dict[str, float], parts: dict[str, float | None]) -> float | None:
+    """The reward of one completion: the sum of weight × part over the weighted parts, or None
+    (unknown) when any of them could not score (None or NaN; a missing key counts as None).
+
+    Why not sum the parts that did score: a right, well-formatted answer whose checker failed
+    would total 1.2 beside siblings at 2.0 and be pushed down (advantage −0.577) for the
+    checker's fault. Unknown, it gets no advantage and stays out of its group's mean and spread.
+    Shared by RewardSet (training, Try, score) and the Lab, so both give the same totals.
+
+    Try it: weighted_total({"accuracy": 1.0, "format": 0.2}, {"accuracy": 1.0, "format": 1.0})
+    is 1.2; with "custom": None and a custom weight it is None.
+    """
+    out = []
+    for name, weight in weights.items():
+        v = parts.get(name)
+        if v is None or math.isnan(v):
+            return None
+        out.append(weight * v)
+    return math.fsum(out) if out else None
+
+
 @dataclass
 class RewardBatch:
     names: list[str]  # the functions used, e.g. ["accuracy", "format", "custom"]
     values: dict[str, list[float | None]]  # raw (unweighted) score per function, per completion
-    totals: list[float | None]  # weighted sum skipping None; None if every function gave None
+    totals: list[float | None]  # weighted sum; None when any function gave None (weighted_total)
     errors: list[str | None]  # checker error text per completion (None if fine)
     # The accuracy checker's extracted final answer per completion (None: none found / not used).
     extracted: list[str | None] = field(default_factory=list)
@@ -356,15 +378,11 @@ class RewardSet:
         return RewardBatch(list(self.names), values, totals, errors, extracted, reasons)
 
     def _totals(self, values: dict[str, list[float | None]], n: int) -> list[float | None]:
-        totals: list[float | None] = []
-        for i in range(n):
-            parts = [
-                self.weights[name] * v
-                for name in self.names
-                if (v := values[name][i]) is not None and not math.isnan(v)
-            ]
-            totals.append(math.fsum(parts) if parts else None)
-        return totals
+        weights = {name: self.weights[name] for name in self.names}
+        return [
+            weighted_total(weights, {name: values[name][i] for name in self.names})
+            for i in range(n)
+        ]
 
     @property
     def checker_protections(self) -> str | None:

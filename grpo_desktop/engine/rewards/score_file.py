@@ -173,7 +173,7 @@ def score_rows(
          "reasons": {}, "error": null}
 
     `rewards` holds the raw (unweighted) score of each part with a positive weight, None where it
-    could not score; `reward` is the weighted total as in training (None: no part scored);
+    could not score; `reward` is the weighted total as in training (None: a part did not score);
     `error` is the custom checker's error text. `extracted` and `reasons` come from the accuracy
     checker when it reports them; else `extracted` is `extract_answer`'s and `reasons` is {}.
 

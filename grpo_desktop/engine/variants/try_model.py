@@ -44,7 +44,7 @@ SOURCES = ("held_out", "training")
 MAX_PROBLEMS = 200  # problems offered in a picker
 MAX_SAMPLES = 16
 MAX_NEW_TOKENS = 4096
-NO_GOLD = "No gold answer for a typed prompt: accuracy is not scored."
+NO_GOLD = "No gold answer for a typed prompt: accuracy is not scored, so the total is unknown."
 UNTRUSTED = "The custom checker has not been trusted, so it was not run (its part is not scored)."
 PARTIAL = "\ufffd"  # what a decoder shows for the first bytes of a character still incomplete
 
@@ -177,8 +177,8 @@ def answer_prompt(
 
     `ended` is "eos" (the model ended its answer), "length" (cut by max_new_tokens) or
     "stopped" (cancelled). `gold`: the reference answer of a picked problem (None or "" for a
-    typed prompt: accuracy is then not scored, and a note says so; the format reward and a
-    custom checker still score). A custom checker the caller does not trust
+    typed prompt: accuracy is then not scored, so the total "reward" is None, and a note says so;
+    the format reward and a custom checker still score). A custom checker the caller does not trust
     (`run_checker=False`) is not run, and a note says so.
 
     Streaming: `on_text(texts)` gets every sample's text so far after each decoded token (a

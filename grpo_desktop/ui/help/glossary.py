@@ -58,8 +58,9 @@ lists every rollout with its [[reward-parts|reward parts]], its reward and its [
         """
 The score an answer gets: the weighted sum of its [[reward-parts|reward parts]], for example
 1.0 × accuracy + 0.2 × format. Only differences between answers of the same [[group]] matter to
-GRPO: adding 5 to every reward changes nothing. A part that could not score an answer (None) is
-left out of the sum, not counted as 0.
+GRPO: adding 5 to every reward changes nothing. When a part could not score an answer (None:
+your checker failed, or there is no reference answer) the sum is unknown, not counted as 0: the
+answer gets no [[advantage]] and stays out of its group's mean and spread.
 """,
         "score",
     ),

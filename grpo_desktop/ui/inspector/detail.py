@@ -37,15 +37,41 @@ def _fmt(v: float | None) -> str:
     return "no score" if v is None else f"{v:.3g}"
 
 
+def unknown_total_text(row: dict) -> str:
+    """Why a rollout has no total reward, and what that means for it (the engine's rule: a
+    weighted part that could not score makes the total unknown, engine.rewards.weighted_total).
+
+    Names the parts that did not score: the checker (it failed: see the error), accuracy (no
+    reference answer), or any other; the parts that did score are not summed without them."""
+    parts = row.get("rewards") or {}
+    missing = [name for name, v in parts.items() if v is None]
+    if "custom" in missing and row.get("error"):
+        why = "Your checker failed on this answer (see the error below)"
+    elif missing == ["accuracy"]:
+        why = "Accuracy could not score this answer (the problem has no reference answer)"
+    elif missing:
+        why = f"{_names(missing)} could not score this answer"
+    else:
+        why = "This answer could not be scored"
+    scored = [name for name, v in parts.items() if v is not None]
+    also = f" even though {_names(scored)} scored" if scored else ""
+    return (
+        f"{why}, so its total reward is unknown{also}: it has no advantage, stays out of its "
+        "group's mean and spread, and is not trained on."
+    )
+
+
+def _names(names: list[str]) -> str:
+    shown = ["your checker" if n == "custom" else n for n in names]
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
 def explain_advantage(row: dict, group_rows: list[dict]) -> str:
     """One or two sentences on what this rollout's advantage does, in Help's plain terms."""
     adv = row.get("advantage")
     scored = [float(r["reward"]) for r in group_rows if r.get("reward") is not None]
     if row.get("reward") is None:
-        return (
-            "No reward function could score this answer (see the error below), so it has no "
-            "advantage: it is left out of its group's average and spread and is not trained on."
-        )
+        return unknown_total_text(row)
     if not scored:
         return ""
     mean = sum(scored) / len(scored)
@@ -70,9 +96,13 @@ def explain_advantage(row: dict, group_rows: list[dict]) -> str:
     )
 
 
+def _total_text(v: float | None) -> str:
+    return "unknown" if v is None else f"{v:.3g}"
+
+
 def _advantage_text(row: dict) -> str:
     if row.get("reward") is None:
-        return "no score"
+        return "no advantage (total unknown)"
     adv = row.get("advantage")
     return "advantage 0" if not adv else f"advantage {adv:+.3f}"
 
@@ -105,7 +135,7 @@ def rollout_html(
         f"<h3 style='margin:0'>Step {step} · group {row.get('group', 0)} · "
         f"<span style='color:{colour}'>{_advantage_text(row)}</span></h3>",
         f"<p>{html.escape(explain_advantage(row, group_rows))}</p>",
-        f"<p><b>Reward</b> {_fmt(row.get('reward'))}"
+        f"<p><b>Reward</b> {_total_text(row.get('reward'))}"
         + (f" ({parts})" if parts else "")
         + f" · <b>length</b> {row.get('length', '?')} tokens"
         + ("".join(f" · {f}" for f in flags))

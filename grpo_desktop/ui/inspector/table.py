@@ -19,6 +19,8 @@ import re
 from PySide6.QtCore import QRegularExpression, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QBrush, QColor, QStandardItem, QStandardItemModel
 
+from grpo_desktop.ui.inspector.detail import unknown_total_text
+
 ROW_ROLE = Qt.ItemDataRole.UserRole + 1
 SORT_ROLE = Qt.ItemDataRole.UserRole
 BASE_COLUMNS = ["Step", "Group", "Prompt", "Answer"]  # then one column per reward function
@@ -41,7 +43,7 @@ HEADER_TIPS = {
     "Group spread": "Spread (std) of the rewards in this answer's group; 0 means no signal",
     "Length": "Completion length in tokens",
     "Truncated": "Cut off at the length limit",
-    "Checker error": "What your checker raised for this answer (it then gets no score)",
+    "Checker error": "What your checker raised for this answer (its total is then unknown)",
     "Prompt": "The problem",
     "Answer": "The reference answer",
     "Completion": "What the model wrote (select a row to read it in full)",
@@ -207,11 +209,8 @@ class RolloutTableModel(QStandardItemModel):
             grey = QBrush(QColor("#777777"))
             items["Advantage"].setForeground(grey)
             items["Reward"].setForeground(grey)
-            items["Advantage"].setToolTip(
-                "No reward function could score this answer"
-                + (f" ({error[:200]})" if error else "")
-                + ", so it is left out of its group's mean and spread and is not trained on."
-            )
+            tip = unknown_total_text(row).replace(" (see the error below)", "")
+            items["Advantage"].setToolTip(tip + (f"\n{error[:200]}" if error else ""))
         if error:
             items["Checker error"].setForeground(QBrush(QColor("#b3261e")))
             items["Checker error"].setToolTip(error)

@@ -32,7 +32,13 @@ def detail_html(row, result) -> str:
     parts = ", ".join(
         f"{name} {'no score' if v is None else f'{v:g}'}" for name, v in row.parts.items()
     )
-    if row.advantage is None or row.reward is None or stats is None or stats.mean is None:
+    if row.reward is None:  # a weighted part did not score: the total is unknown, as in training
+        missing = " and ".join(n for n in s.weights() if row.parts.get(n) is None) or "a part"
+        why = (
+            f"Its total is unknown ({missing} did not score), so it has no advantage and stays "
+            "out of its group's mean and spread (not counted as 0)."
+        )
+    elif row.advantage is None or stats is None or stats.mean is None:
         why = "It could not be scored, so it has no advantage (it is left out, not counted as 0)."
     elif not stats.spread:
         why = "Its group has no spread, so its advantage is 0: nothing to learn from it."
@@ -50,6 +56,6 @@ def detail_html(row, result) -> str:
     return (
         f"<p><b>#{row.index + 1}</b> {esc(ro.label)} — prompt: {esc(ro.prompt)} · reference "
         f"{esc(ro.answer)} · read as {answer}<br>parts: {parts} → reward "
-        f"{'no score' if row.reward is None else f'{row.reward:.3f}'}. {why}</p>{error}"
+        f"{'unknown' if row.reward is None else f'{row.reward:.3f}'}. {why}</p>{error}"
         f"<pre style='white-space: pre-wrap'>{esc(ro.completion)}</pre>"
     )

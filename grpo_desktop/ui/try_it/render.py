@@ -54,7 +54,7 @@ def score_summary(score: dict | None) -> str:
 def weights_line(weights: dict[str, float]) -> str:
     """How the reward adds up: "reward = 1 × accuracy + 0.2 × format (the run's weights)"."""
     terms = " + ".join(f"{w:g} × {PART_NAMES.get(name, name)}" for name, w in weights.items())
-    return f"reward = {terms} (the run's weights; a part not scored is left out)"
+    return f"reward = {terms} (the run's weights; a part not scored leaves it unknown)"
 
 
 def sample_tally(result: dict) -> str:

@@ -19,7 +19,8 @@ GOLD = "The reference answer of the picked problem; accuracy compares each answe
 PROMPT = (
     "The question to ask. It is wrapped exactly as in training: the run's system prompt and the "
     "model's chat template (or the plain 'Question: … Answer:' form). A typed prompt has no gold "
-    "answer, so accuracy is not scored; format and a custom checker still are."
+    "answer, so accuracy is not scored and the total reward is unknown; format and a custom "
+    "checker still score."
 )
 GREEDY = (
     "Always take the most likely next token: one answer, the same every time. This is how the "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from grpo_desktop.engine.config import TrainConfig
@@ -78,3 +79,25 @@ def test_masking_truncated_completions_removes_them_from_the_loss(micro_model_di
         assert out.metrics["completions/clipped_ratio"] == 1.0
     finally:
         rewards.close()
+
+
+def test_a_right_answer_whose_checker_failed_has_no_reward_and_stays_out_of_its_group():
+    # Issue 27 §1: the checker raises on a right, well-formatted answer (row 2). Its total is
+    # unknown, so it gets no advantage and the group's mean and spread come from the other three;
+    # hand-derived values in tests/support/checker_group.py (mean 1.4, std √0.72, A ±…).
+    from tests.support import checker_group as cg
+
+    rows, metrics, group_std = cg.engine_step()
+    assert [r["rewards"]["custom"] for r in rows] == [1.0, 1.0, None, 0.0]
+    assert rows[2]["rewards"] == {"accuracy": 1.0, "format": 1.0, "custom": None}
+    assert "ValueError" in rows[2]["error"]
+    assert rows[2]["reward"] is None and rows[2]["advantage"] is None  # not 1.2 and −0.2
+    for row, reward, adv in zip(rows, cg.REWARDS, cg.ADVANTAGES):
+        assert row["reward"] == (None if reward is None else pytest.approx(reward, abs=1e-12))
+        assert row["advantage"] == (None if adv is None else pytest.approx(adv, abs=1e-9))
+    assert rows[0]["advantage"] == pytest.approx(0.707023, abs=1e-6)
+    assert rows[3]["advantage"] == pytest.approx(-1.414047, abs=1e-6)
+    assert float(group_std[0]) == pytest.approx(cg.STD, abs=1e-12)  # √0.72 = 0.848528
+    assert metrics["reward"] == pytest.approx(cg.MEAN, abs=1e-12)  # 4.2 / 3, not 5.4 / 4
+    assert metrics["frac_reward_zero_std"] == 0.0
+    assert metrics["checker_errors"] == 1.0

@@ -238,3 +238,37 @@ def test_an_edited_checker_runs_in_the_sandbox_once_per_completion(step):
     assert [r.parts["custom"] for r in result.rows] == [
         float(len(r["completion"]) % 2) for r in rows
     ]
+
+
+def test_a_right_answer_whose_checker_failed_has_the_engines_unknown_total_in_the_lab():
+    # Issue 27 §1 (tests/support/checker_group.py): the checker raises on a right, formatted
+    # answer. The engine gives it no reward and no advantage; the Lab must give the same, both
+    # with the run's recorded checker results (Open in Lab) and running the checker itself.
+    from tests.support import checker_group as cg
+
+    rows, _, _ = cg.engine_step()
+    settings = LabSettings.from_config(cg.config())
+    fresh = RewardLab.from_rows(rows)  # the recorded scores are not the Lab's: run the checker
+    try:
+        assert fresh.needs_checker(settings) and fresh.compute(settings).custom_pending
+        assert fresh.run_checker(cg.CHECKER, timeout_s=5.0) == cg.G
+        results = [RewardLab.from_rows(rows, run_checker_source=cg.CHECKER), fresh]
+        results = [lab.compute(settings) for lab in results]
+    finally:
+        fresh.close()
+    for result in results:
+        assert not result.custom_pending
+        for row, recorded in zip(result.rows, rows):
+            assert row.parts == recorded["rewards"]
+            assert row.reward == recorded["reward"] or row.reward == pytest.approx(
+                recorded["reward"], abs=1e-12
+            )
+            assert row.advantage == recorded["advantage"] or row.advantage == pytest.approx(
+                recorded["advantage"], abs=1e-9
+            )
+        failed = result.rows[2]
+        assert failed.reward is None and failed.advantage is None and failed.per_token is None
+        assert "ValueError" in failed.error
+        assert result.groups[0].mean == pytest.approx(cg.MEAN, abs=1e-12)  # 4.2 / 3, not 1.35
+        assert result.groups[0].std == pytest.approx(cg.STD, abs=1e-12)  # √0.72
+        assert result.rows[3].advantage == pytest.approx(-1.414047, abs=1e-6)

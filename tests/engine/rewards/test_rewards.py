@@ -21,6 +21,7 @@ from grpo_desktop.engine.rewards.functions import (
     answers_match,
     extract_answer,
     format_reward,
+    weighted_total,
 )
 
 T = 0.5  # checker time limit in these tests, seconds
@@ -255,7 +256,7 @@ def check(completion, answer, prompt):
 """
 
 
-def test_reward_set_weights_skip_none_and_keep_raw_columns():
+def test_reward_set_weights_keep_raw_columns_and_a_missing_part_makes_the_total_unknown():
     cfg = RewardsConfig(
         accuracy_weight=1.0, format_weight=0.5, custom_weight=2.0, custom_checker=CHECKER_LEN
     )
@@ -269,8 +270,10 @@ def test_reward_set_weights_skip_none_and_keep_raw_columns():
     assert batch.values["accuracy"] == [1.0, 0.0, None]  # row 3: empty reference
     assert batch.values["format"] == [1.0, 0.0, 1.0]
     assert batch.values["custom"] == [0.34, 0.15, None]  # raw, unweighted
-    # row 1: 1·1 + 0.5·1 + 2·0.34 = 2.18; row 2: 0 + 0 + 2·0.15 = 0.3; row 3: 0.5·1 only
-    assert batch.totals == pytest.approx([2.18, 0.3, 0.5])
+    # row 1: 1·1 + 0.5·1 + 2·0.34 = 2.18; row 2: 0 + 0 + 2·0.15 = 0.3; row 3: accuracy and
+    # checker did not score, so its total is unknown (None), not the format's 0.5 alone.
+    assert batch.totals[:2] == pytest.approx([2.18, 0.3])
+    assert batch.totals[2] is None
     assert batch.errors[:2] == [None, None]
     assert "ValueError" in batch.errors[2] and "line 3" in batch.errors[2]
     assert "cannot score p3" in batch.errors[2]
@@ -284,6 +287,18 @@ def test_reward_set_row_without_any_score_has_total_none():
     assert batch.values == {"accuracy": [None, 1.0], "custom": [None, 0.01]}
     assert batch.totals[0] is None  # not 0: nothing could score it
     assert batch.totals[1] == pytest.approx(1.0 + 0.01)
+
+
+def test_weighted_total_is_unknown_when_any_weighted_part_did_not_score():
+    w = {"accuracy": 1.0, "format": 0.2, "custom": 0.8}
+    assert weighted_total(w, {"accuracy": 1.0, "format": 1.0, "custom": 1.0}) == 2.0
+    # A right, well-formatted answer whose checker failed: unknown, not 1·1 + 0.2·1 = 1.2.
+    assert weighted_total(w, {"accuracy": 1.0, "format": 1.0, "custom": None}) is None
+    assert weighted_total(w, {"accuracy": 1.0, "format": 1.0, "custom": math.nan}) is None
+    assert weighted_total(w, {"accuracy": 1.0, "format": 1.0}) is None  # missing key
+    # A part at weight 0 is not in the weights: it cannot make the total unknown.
+    assert weighted_total({"accuracy": 1.0}, {"accuracy": 0.0, "format": None}) == 0.0
+    assert weighted_total({}, {"accuracy": 1.0}) is None  # nothing weighted: nothing to score
 
 
 def test_reward_set_uses_only_weighted_functions():

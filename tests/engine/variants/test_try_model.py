@@ -158,7 +158,8 @@ def test_scores_have_the_runs_parts_and_a_typed_prompt_no_accuracy(lora_run):
         assert again["rewards"]["accuracy"] == 1.0
     typed = answer_prompt(mv, cfg, "base", problem["problem"])  # no gold
     assert typed["samples"][0]["score"]["rewards"]["accuracy"] is None
-    assert typed["samples"][0]["score"]["reward"] == pytest.approx(0.2 * fmt)
+    # Accuracy did not score, so the total is unknown (was 0.2 × format: issue 27 §1).
+    assert typed["samples"][0]["score"]["reward"] is None
     assert NO_GOLD in typed["notes"] and typed["gold"] is None
 
 

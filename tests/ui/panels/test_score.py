@@ -152,11 +152,12 @@ def test_it_scores_with_the_settings_as_shown_including_a_checker_being_typed(
     # in the fraction; "72" is; "I do not know." raises.
     assert _column(dialog, "custom") == ["1", "0", "1", "0", "1", "no score"]
     # Totals with accuracy × 2, format × 0.2, custom × 1: 2 + 0.2 + 1 = 3.2; 0 + 0.2 + 0 = 0.2;
-    # 2 + 0 + 1 = 3; 2 + 0.2 + 0 = 2.2; 3.2; the error row keeps 0 + 0 (not counted as 0 custom).
-    assert _column(dialog, "Total") == ["3.2", "0.2", "3", "2.2", "3.2", "0"]
+    # 2 + 0 + 1 = 3; 2 + 0.2 + 0 = 2.2; 3.2; the error row's total is unknown: its checker part
+    # is missing (issue 27 §1), so neither 0 + 0 nor a 0 custom.
+    assert _column(dialog, "Total") == ["3.2", "0.2", "3", "2.2", "3.2", "no score"]
     reason = _column(dialog, "Reason")[5]
     assert "ValueError at line 3" in reason and "nothing to check" in reason
-    assert "1 checker error · 0 unscored" in dialog.summary_label.text()
+    assert "1 checker error · 1 unscored" in dialog.summary_label.text()
     assert model.value("rewards", "custom_checker") == CHECKER
     dialog.close()
 
