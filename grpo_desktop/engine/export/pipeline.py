@@ -80,16 +80,17 @@ def _check_not_source(out_dir: str, protected: list[tuple[str, str]]) -> None:
     session, a local base model): with --force it would be replaced. Real paths are compared,
     so a symlink or a `..` does not get around it."""
     real_out = os.path.realpath(out_dir)
+    found = []  # (rank, tie-break, how, what, folder): the most telling relation is named
     for what, folder in protected:
         real = os.path.realpath(folder)
         if real_out == real:
-            how = "is"
-        elif _inside(real_out, real):
-            how = "lies inside"
-        elif _inside(real, real_out):
-            how = "holds"
-        else:
-            continue
+            found.append((0, 0, "is", what, folder))
+        elif _inside(real_out, real):  # the innermost folder it lies in (the run, not its session)
+            found.append((1, -len(real), "lies inside", what, folder))
+        elif _inside(real, real_out):  # the outermost folder it holds (the session, not its run)
+            found.append((2, len(real), "holds", what, folder))
+    if found:
+        _rank, _tie, how, what, folder = min(found)
         shown = out_dir if real_out == out_dir else f"{out_dir} (really {real_out})"
         raise ExportError(
             f"The output folder {shown} {how} {what} {folder}, which the export reads; writing "

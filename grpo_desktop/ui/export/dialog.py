@@ -247,7 +247,8 @@ class ExportDialog(QDialog):
         _label, fmt, outtype = self.chosen()
         chosen = self.checkpoints.selected()
         source = self.model.config if fmt == "trl" else self.model.run_dir
-        options = {"outtype": outtype, "force": force}
+        # the engine refuses an output in or above the run; the session folder is guarded too
+        options = {"outtype": outtype, "force": force, "protect": (self.model.doc.path,)}
         if fmt != "trl":
             options["checkpoint"] = chosen[0] if chosen else None
         self.result = None
