@@ -119,6 +119,7 @@ _DROP = re.compile(
     r"|(?:\^\s*\{?\\circ\s*\}?|\\circ|\\degree)(?:\s*[CF](?![A-Za-z]))?|\\mathdollar"
 )
 _LIST_COMMANDS = re.compile(r"\\q?quad|\\\\|&")
+_LEADING_PUNCTUATION = re.compile(r"^(?:[\s,;:!?]|\.(?!\d))+")
 _UNIT_LETTER = re.compile(r"(?<=\d)\s+[mgsLh](?:\^\{?[23]\}?)?(?=\s|$|[.,;)/])")
 
 
@@ -130,7 +131,8 @@ def clean_region(s: str) -> str:
     s = _DROP.sub(" ", s)
     s = _LIST_COMMANDS.sub(", ", s)
     s = _UNIT_LETTER.sub(" ", s)
-    return s.strip().strip(" .,;:!?").strip()
+    s = s.strip().rstrip(" .,;:!?")
+    return _LEADING_PUNCTUATION.sub("", s).strip()  # ".75" keeps its point
 
 
 # ---------------------------------------------------------------- values

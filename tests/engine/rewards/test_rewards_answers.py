@@ -323,3 +323,22 @@ def test_degenerate_completions_are_scored_quickly(text):
     start = time.perf_counter()
     assert accuracy_reward([text], ["12345"]) == [0.0]
     assert time.perf_counter() - start < 2.0
+
+
+# ---------------------------------------------------------------- other ways to write a value
+
+# (completion, reference, score, reason): right, wrong, and a hedge that still scores 0.
+LEADING_DOT = [
+    ("<answer>.75</answer>", "0.75", 1.0, None),
+    ("The answer is .75.", "\\frac{3}{4}", 1.0, None),
+    ("<answer>-.5</answer>", "-0.5", 1.0, None),
+    ("<answer>.7</answer>", "0.75", 0.0, None),
+    ("<answer>.75</answer>", "75", 0.0, None),  # the point is not dropped
+    ("The answer is .5 or .75.", "0.75", 0.0, "several answers: .5, .75"),
+]
+
+
+@pytest.mark.parametrize(("completion", "answer", "score", "reason"), LEADING_DOT)
+def test_leading_dot_decimals(completion, answer, score, reason):
+    verdict = _verdict(completion, answer)
+    assert (verdict.score, verdict.reason) == (score, reason)
