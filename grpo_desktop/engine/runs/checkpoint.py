@@ -52,6 +52,14 @@ class DamagedCheckpoint(UserError):
         self.folder, self.file, self.why = folder, file, why
 
 
+# Why a pickle that weights_only loading refuses is not loaded (a checkpoint's training state here;
+# its weights in `grpo-desktop eval`).
+PICKLE_REFUSED = (
+    "it holds Python objects other than tensors and numbers, which GRPO Desktop never writes; "
+    "it was not loaded, because unpickling them could run code"
+)
+
+
 class DiskFullError(UserError):
     """The disk filled up while the run wrote to it; nothing half-written was left behind."""
 
@@ -233,12 +241,7 @@ def _load(folder: str, name: str):
     try:
         return torch.load(os.path.join(folder, name), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        raise DamagedCheckpoint(
-            folder,
-            name,
-            "it holds Python objects other than tensors and numbers, which GRPO Desktop never "
-            "writes; it was not loaded, because unpickling them could run code",
-        ) from exc
+        raise DamagedCheckpoint(folder, name, PICKLE_REFUSED) from exc
     except (RuntimeError, OSError, EOFError, ValueError) as exc:
         first = str(exc).split(". ")[0].rstrip(".")
         raise DamagedCheckpoint(folder, name, f"it cannot be read ({first})") from exc

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import time
 
 import torch
@@ -103,6 +104,10 @@ def _load(cfg: TrainConfig, adapter: str | None, weights: str | None, remote_cod
         return load_policy(cfg, adapter, weights, remote_code=remote_code)
     except UserError:
         raise
+    except pickle.UnpicklingError as exc:
+        raise _pickle_refused(
+            adapter or weights or resolve_model_path(cfg.model.name_or_path)
+        ) from exc
     except (SafetensorError, OSError, RuntimeError, ValueError, EOFError) as exc:
         folder = adapter or weights or resolve_model_path(cfg.model.name_or_path)
         files = sorted(f for f in _listdir(folder) if f.endswith(WEIGHT_SUFFIXES))
@@ -113,6 +118,24 @@ def _load(cfg: TrainConfig, adapter: str | None, weights: str | None, remote_cod
             "download, copy or save): copy or download it again, or evaluate another "
             "checkpoint or model."
         ) from None
+
+
+def _pickle_refused(folder: str) -> UserError:
+    """The app's refusal of a pickle (runs/checkpoint.py) for weights that weights_only loading
+    refused: naming the checkpoint and file when they are a checkpoint's."""
+    pickles = sorted(f for f in _listdir(folder) if f.endswith((".bin", ".pt", ".pth")))
+    name = ", ".join(pickles) or "a weight file"
+    parent = os.path.dirname(os.path.abspath(folder))
+    if _is_checkpoint_dir(parent):
+        return ckpt.DamagedCheckpoint(
+            parent,
+            f"{os.path.basename(folder)}/{name}",
+            f"{ckpt.PICKLE_REFUSED}. Evaluate another checkpoint (RUN/checkpoints/step-N)",
+        )
+    return ModelError(
+        f"The weights in {folder} ({name}) were not loaded: {ckpt.PICKLE_REFUSED}. Use a copy "
+        "of the model saved as safetensors, or evaluate another model."
+    )
 
 
 def _listdir(folder: str) -> list[str]:
