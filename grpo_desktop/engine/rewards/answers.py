@@ -30,7 +30,13 @@ from grpo_desktop.engine.rewards.regions import (
     region_values,
     set_elements,
 )
-from grpo_desktop.engine.rewards.values import Value, clean_region, normalise_text, parse_value
+from grpo_desktop.engine.rewards.values import (
+    Value,
+    clean_region,
+    comma_parts,
+    normalise_text,
+    parse_value,
+)
 
 MODES = ("auto", "answer_tag", "boxed", "last_number")
 
@@ -40,7 +46,8 @@ _CORRECTION = re.compile(
     re.IGNORECASE,
 )
 _ATOM = (
-    r"(?:(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+)(?:\.\d+)?|\.\d+|\\sqrt\{[^{}]*\}|\\sqrt\d+"
+    r"(?:(?<![\d,])\d+,\d{1,2}(?![\d,]|\.\d)"  # "2,5": see values.DECIMAL_COMMA
+    r"|(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+)(?:\.\d+)?|\.\d+|\\sqrt\{[^{}]*\}|\\sqrt\d+"
     r"|\\pi(?![A-Za-z])|\\infty|\\frac\{[^{}]*\}\{[^{}]*\}|\\frac\d\d)(?:\^\{?-?\d+\}?)?"
 )
 _PROSE_VALUE = re.compile(
@@ -245,7 +252,7 @@ def read_reference(text: str) -> tuple[Value, ...]:
         s = s.rsplit("####", 1)[1].strip()
     if boxes := boxed_contents(s):
         s = boxes[-1]
-    values = region_values(s) if s else []
+    values = comma_parts(region_values(s)) if s else []  # "1,2" in a dataset is a list
     if len(values) == 1 and (items := set_elements(values[0])) and len(items) > 1:
         return tuple(items)
     return tuple(values)

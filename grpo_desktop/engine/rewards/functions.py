@@ -35,7 +35,7 @@ from grpo_desktop.engine.rewards.answers import (
     region_values,
     set_elements,
 )
-from grpo_desktop.engine.rewards.values import Value, normalise_text, quick_compare
+from grpo_desktop.engine.rewards.values import Value, comma_parts, normalise_text, quick_compare
 
 CHECKERS = ("strict", "lenient")
 MATH_VERIFY_TIMEOUT_S = 10.0  # per comparison, helper process only (math-verify's own limit is 5 s)
@@ -137,6 +137,13 @@ def _plan(
         return AccuracyVerdict(None, None, None)
     if not found:
         return AccuracyVerdict(0.0, None, "no final answer found")
+    if any(v.decimal_comma for v in found):
+        # "2,5" is 2.5 with a decimal comma when that is the reference's value (a list 2, 5
+        # cannot be a single reference); otherwise it is read as the list it may also be.
+        if len(refs) == 1 and len(found) == 1 and quick_compare(found[0], refs[0], tolerance):
+            return AccuracyVerdict(1.0, found[0].text, None)
+        reading = Reading(tuple(comma_parts(reading.values)), reading.where)
+        found = reading.distinct()
     if len(refs) > 1:  # the reference is a list or set: the answer must be the same list
         extracted = ", ".join(v.text for v in found)
         if len(found) == 1 and (elements := set_elements(found[0])):

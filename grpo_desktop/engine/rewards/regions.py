@@ -19,7 +19,13 @@ from __future__ import annotations
 
 import re
 
-from grpo_desktop.engine.rewards.values import Value, clean_region, parse_value, word_number
+from grpo_desktop.engine.rewards.values import (
+    Value,
+    clean_region,
+    comma_parts,
+    parse_value,
+    word_number,
+)
 
 MAX_REGION = 5000  # characters of an answer region that are read
 _BRACES = re.compile(r"\\(?:boxed|fbox)\s*\{|\{|\}")
@@ -130,13 +136,24 @@ def _assignments(s: str) -> list[str] | None:
     return [s[i + 1 : end] for i, end in zip(eqs, ends)]
 
 
+def _decimal_comma_at(s: str, i: int) -> bool:
+    """Whether the comma at i is inside a lone "2,5" (not "1,2,3", "1.5,2" or "1,500")."""
+    start = i
+    while start > 0 and s[start - 1].isdigit():
+        start -= 1
+    if start == i or s[start - 1 : start] in (",", ".") or s[start - 1 : start].isalpha():
+        return False
+    return re.match(r"\d{1,2}(?![\d,A-Za-z]|\.\d)", s[i + 1 : i + 5]) is not None
+
+
 def split_list(s: str) -> list[str]:
     """Top-level pieces of a list: separated by , or ; (not 1,800) or by spaces between numbers."""
     cuts = []
     for i in _top_level(s, ",; \t\r\n"):
         c = s[i]
         if c == ",":
-            if not (s[i - 1 : i].isdigit() and re.match(r"\d{3}(?![\d.])", s[i + 1 : i + 5])):
+            thousands = s[i - 1 : i].isdigit() and re.match(r"\d{3}(?![\d.])", s[i + 1 : i + 5])
+            if not thousands and not _decimal_comma_at(s, i):
                 cuts.append(i)
         elif (
             c == ";" or (s[i - 1 : i].isdigit() or s[i - 1 : i] == "%") and _NEXT_NUMBER.match(s, i)
@@ -253,4 +270,4 @@ def set_elements(value: Value) -> list[Value] | None:
     m = re.fullmatch(r"\\\{(.*)\\\}", value.text.strip())
     if m is None:
         return None
-    return [parse_value(p) for p in split_list(m.group(1)) if p.strip()]
+    return comma_parts([parse_value(p) for p in split_list(m.group(1)) if p.strip()])

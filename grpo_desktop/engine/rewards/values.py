@@ -5,7 +5,8 @@ final answer) and engine.rewards.functions (which compares it with the reference
 `normalise_text` turns Unicode digits, minus signs, spaces, superscripts, √, π and × into ASCII
 or LaTeX and drops thousands separators; `clean_region` drops LaTeX wrappers, bold, currency
 and degrees; `parse_value` reads one candidate as a `Value`, exact (a Fraction) for plain
-numbers, fractions, percentages and scientific notation, else text for math-verify;
+numbers, fractions, percentages and scientific notation, else text for math-verify ("2,5" is
+2.5 marked decimal_comma: the checker also reads it as the list 2, 5, `comma_parts`);
 `quick_compare` decides equality without math-verify when that is safe (None: ask it).
 
 Not here: finding the final answer (engine.rewards.answers), running math-verify
@@ -145,6 +146,9 @@ _SCIENTIFIC = re.compile(
 _POWER_OF_TEN = re.compile(r"10\s*\^\s*\{?([+-]?\d{1,3})\}?")
 _LATEX_FRACTION = re.compile(rf"([+-])?\\frac\s*(?:\{{({_NUM})\}}\{{({_NUM})\}}|(\d)(\d))")
 _SLASH_FRACTION = re.compile(rf"({_NUM})\s*/\s*({_NUM})")
+# One comma between digits with one or two digits after it: a decimal comma ("2,5", "0,75") or a
+# list written without a space ("2,5" for 2 and 5); "1,500" is always one thousand five hundred.
+DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d{1,2}")
 _WORDS_ONLY = re.compile(r"[A-Za-z][A-Za-z '\-]*")
 
 
@@ -156,6 +160,7 @@ class Value:
     number: Fraction | None = None
     percent: bool = False
     form: Form | None = None  # c·√r·π^k for a closed form that is not rational ("2\\pi")
+    decimal_comma: bool = False  # "2,5": 2.5 here; `comma_parts` gives the list reading 2, 5
 
     @property
     def key(self) -> str:
@@ -170,6 +175,18 @@ class Value:
     def latex(self) -> str:
         """The text as math-verify reads it."""
         return "$" + self.text.replace("%", "\\%") + "$"
+
+
+def comma_parts(values: list[Value] | tuple[Value, ...]) -> list[Value]:
+    """The values with each decimal-comma one read as the list it may also be: "2,5" -> 2, 5."""
+    out: list[Value] = []
+    for v in values:
+        if v.decimal_comma:
+            head, tail = v.text.split(",")
+            out += [parse_value(head), parse_value(tail)]
+        else:
+            out.append(v)
+    return out
 
 
 def _fraction(s: str) -> Fraction | None:
@@ -206,9 +223,12 @@ def _number(s: str) -> Fraction | None:
 
 
 def parse_value(text: str) -> Value:
-    """A Value from cleaned answer text: "18.00" -> 18, "25%" -> 25 (percent), "x+1" -> text."""
+    """A Value from cleaned answer text: "18.00" -> 18, "25%" -> 25 (percent), "x+1" -> text;
+    "2,5" -> 2.5 marked decimal_comma (see `comma_parts`)."""
     shown = text.strip().rstrip(" .,;:").lstrip(" ,;:").strip()
     s = shown.removesuffix("%").strip()
+    if DECIMAL_COMMA.fullmatch(s):
+        return Value(shown, Fraction(s.replace(",", ".")), shown.endswith("%"), None, True)
     number = _number(s) if len(s) <= 80 else None
     form = exact_form(s) if number is None and ("\\" in s or "^" in s) else None
     if form is not None and form[1:] == (1, 0):  # rational after all: "2^{10}"

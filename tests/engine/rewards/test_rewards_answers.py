@@ -342,3 +342,37 @@ LEADING_DOT = [
 def test_leading_dot_decimals(completion, answer, score, reason):
     verdict = _verdict(completion, answer)
     assert (verdict.score, verdict.reason) == (score, reason)
+
+
+# "2,5" (one comma, one or two digits after it) is 2.5 when that is the reference; otherwise it
+# is read as the list 2, 5 it may also be, so it never rewards a hedge. "1,500" stays 1500.
+DECIMAL_COMMA = [
+    ("<answer>2,5</answer>", "2.5", 1.0, None),
+    ("The answer is 0,75.", "\\frac{3}{4}", 1.0, None),
+    ("So each share is 2,5 kg.", "2.5", 1.0, None),
+    ("<answer>-2,5</answer>", "-2.5", 1.0, None),
+    ("<answer>1,500</answer>", "1500", 1.0, None),  # a thousands separator, as before
+    ("<answer>2,5</answer>", "2, 5", 1.0, None),  # a list reference: the list reading
+    ("<answer>2,5</answer>", "2.4", 0.0, "several answers: 2, 5"),
+    ("<answer>2,5</answer>", "25", 0.0, "several answers: 2, 5"),
+    ("<answer>1,2,3</answer>", "1.2", 0.0, "several answers: 1, 2, 3"),
+    ("<answer>2,5 or 3</answer>", "2.5", 0.0, "several answers: 2, 5, 3"),
+    ("<answer>17,18</answer>", "18", 0.0, "several answers: 17, 18"),
+]
+
+
+@pytest.mark.parametrize(("completion", "answer", "score", "reason"), DECIMAL_COMMA)
+def test_decimal_commas_where_unambiguous(completion, answer, score, reason):
+    verdict = _verdict(completion, answer)
+    assert (verdict.score, verdict.reason) == (score, reason)
+
+
+def test_a_decimal_comma_reference_is_a_list():
+    assert _score("<answer>1, 2</answer>", "1,2") == 1.0  # a dataset's "1,2" lists two values
+    assert _score("<answer>1.2</answer>", "1,2") == 0.0
+    assert _score("\\boxed{(2,5)}", "(2,5)") == 1.0  # an interval is never a decimal
+
+
+def test_a_decimal_comma_at_the_end_of_a_sentence():
+    assert _score("Chaque part vaut 3 / 4, donc la réponse est 0,75.", "\\frac{3}{4}") == 1.0
+    assert _score("<answer>2,5.</answer>", "2.5") == 1.0
