@@ -24,6 +24,7 @@ from grpo_desktop.engine.rewards.values import (
     clean_region,
     comma_parts,
     parse_value,
+    spelled_quantities,
     word_number,
 )
 
@@ -192,6 +193,7 @@ def linked(gap: str, allow_and: bool = True) -> bool:
 
 def _values_in(s: str, equations_per_piece: bool = False) -> list[Value]:
     """The answer's value(s) in a cleaned piece of text: the first value and its alternatives."""
+    s = spelled_quantities(s)
     s = _EXPLANATION.sub(
         lambda m: m.group() if _HEDGE_WORD.search(m.group(2)) or not _OPERATOR.search(m.group(2))
         else m.group(1),

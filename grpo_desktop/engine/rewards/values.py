@@ -10,7 +10,8 @@ numbers, fractions, percentages and scientific notation, else text for math-veri
 `quick_compare` decides equality without math-verify when that is safe (None: ask it).
 
 Not here: finding the final answer (engine.rewards.answers), running math-verify
-(engine.rewards.functions), number words or mixed numbers ("1 3/4"). Pure Python.
+(engine.rewards.functions), mixed numbers in digits ("1 3/4"); spelled quantities are read
+("two and a half", "three quarters": `spelled_quantities`). Pure Python.
 
 Try it:
     python -c "from grpo_desktop.engine.rewards.values import *; print(normalise_text('−1 800'))"
@@ -260,6 +261,48 @@ def word_number(s: str) -> Fraction | None:
     return Fraction(
         20 + 10 * _TENS.index(tens.lower()) + (_SMALL.index(unit.lower()) if unit else 0)
     )
+
+
+_DENOMINATORS = {"half": 2, "halves": 2, "third": 3, "quarter": 4, "fourth": 4, "fifth": 5,
+                 "sixth": 6, "eighth": 8, "tenth": 10}  # fmt: skip
+_COUNT = (
+    rf"\d+|a|an|(?:{'|'.join(_TENS)})(?:[\s-]+(?:{'|'.join(_SMALL[1:10])}))?|{'|'.join(_SMALL)}"
+)
+_PART = rf"({'|'.join(sorted(_DENOMINATORS, key=len, reverse=True))})s?"
+_MIXED = re.compile(rf"\b({_COUNT})\s+and\s+(?:a|an|one)\s+{_PART}\b", re.IGNORECASE)
+# "3 quarters" may be coins: only a spelled count makes a fraction ("three quarters")
+_SPELLED_FRACTION = re.compile(rf"\b((?!\d){_COUNT})[\s-]+{_PART}\b", re.IGNORECASE)
+_HEDGE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|alternatively)\b", re.IGNORECASE)
+
+
+def _count(word: str) -> int | None:
+    if word.isdigit():
+        return int(word)
+    if word.lower() in ("a", "an"):
+        return 1
+    n = word_number(word)
+    return None if n is None else int(n)
+
+
+def spelled_quantities(s: str) -> str:
+    """An answer's spelled quantities as numbers: "two and a half" -> "5/2", "three quarters" ->
+    "3/4", "2 and a half hours" -> "5/2 hours"; with one of those or a hedge word ("or", "maybe")
+    in s, its number words too ("5/2 or three" -> "5/2 or 3", so a hedge shows)."""
+    if not re.search(r"[A-Za-z]", s):
+        return s
+
+    def mixed(m: re.Match) -> str:
+        whole, den = _count(m.group(1)), _DENOMINATORS[m.group(2).lower()]
+        return m.group() if whole is None else f"{whole * den + 1}/{den}"
+
+    def fraction(m: re.Match) -> str:
+        num, den = _count(m.group(1)), _DENOMINATORS[m.group(2).lower()]
+        return m.group() if num is None else f"{num}/{den}"
+
+    out = _SPELLED_FRACTION.sub(fraction, _MIXED.sub(mixed, s))
+    if out != s or _HEDGE.search(out):
+        out = _NUMBER_WORDS.sub(lambda m: str(word_number(m.group())), out)
+    return out
 
 
 def _readings(v: Value) -> tuple[Fraction, ...]:

@@ -376,3 +376,26 @@ def test_a_decimal_comma_reference_is_a_list():
 def test_a_decimal_comma_at_the_end_of_a_sentence():
     assert _score("Chaque part vaut 3 / 4, donc la réponse est 0,75.", "\\frac{3}{4}") == 1.0
     assert _score("<answer>2,5.</answer>", "2.5") == 1.0
+
+
+# Spelled quantities in the answer region: "two and a half", "three quarters", "2 and a half";
+# "3 quarters" may be coins and stays 3. With a hedge word, number words count as values.
+SPELLED = [
+    ("<answer>three quarters</answer>", "0.75", 1.0, None),
+    ("<answer>two and a half</answer>", "\\frac{5}{2}", 1.0, None),
+    ("The answer is 2 and a half hours.", "2.5", 1.0, None),
+    ("<answer>one half</answer>", "\\frac12", 1.0, None),
+    ("<answer>two thirds of the cake</answer>", "\\frac{2}{3}", 1.0, None),
+    ("<answer>3 quarters</answer>", "3", 1.0, None),  # coins, not 3/4
+    ("<answer>three quarters</answer>", "3", 0.0, None),
+    ("<answer>two and a half</answer>", "3", 0.0, None),
+    ("<answer>two and a half or three</answer>", "2.5", 0.0, "several answers: 5/2, 3"),
+    ("<answer>eighteen or nineteen</answer>", "19", 0.0, "several answers: 18, 19"),
+    ("<answer>18, maybe twenty</answer>", "20", 0.0, "several answers: 18, 20"),
+]
+
+
+@pytest.mark.parametrize(("completion", "answer", "score", "reason"), SPELLED)
+def test_spelled_and_mixed_quantities(completion, answer, score, reason):
+    verdict = _verdict(completion, answer)
+    assert (verdict.score, verdict.reason) == (score, reason)
