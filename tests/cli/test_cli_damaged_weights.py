@@ -1,11 +1,12 @@
 """Damaged weights in a real checkpoint, met the way a user meets them (issue 26 §2): the real
-command in a subprocess on a real one-step full-weights run, the damage written by hand.
+command in a subprocess on a real one-step run, the damage written by hand.
 
 - `eval` on a checkpoint whose weights are a pickle (pytorch_model.bin holding a Python object)
   refuses it with the app's pickle wording, naming the checkpoint and file: exit 2, one line, no
   traceback, and the pickle's code did not run;
-- merged and GGUF export of a checkpoint whose embedding has the wrong shape: exit 2 naming the
-  checkpoint, the tensor, the expected and the found shape; no traceback, nothing written.
+- merged and GGUF export of a checkpoint with a tensor saved 3×5 (a full run's embedding, a LoRA
+  run's lora_A): exit 2 naming the checkpoint, the tensor, the expected and the found shape; no
+  traceback, nothing written.
 """
 
 from __future__ import annotations
@@ -70,3 +71,47 @@ def test_eval_refuses_a_checkpoint_whose_weights_are_a_pickle(run, tmp_path):
         )
     assert not os.path.exists(marker.path)
     assert tree(damaged) == before
+
+
+def _with_a_wrong_shape(run_dir: str, dest: str, file: str, pick: str) -> tuple[str, str]:
+    """A copy of the run whose checkpoint tensor (the first whose name holds `pick`) is saved
+    3×5: (the copy's checkpoint folder, the tensor's name)."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(run_dir, dest)
+    step = sorted(os.listdir(os.path.join(dest, "checkpoints")))[-1]
+    path = os.path.join(dest, "checkpoints", step, file)
+    tensors = load_file(path)
+    key = sorted(k for k in tensors if pick in k)[0]
+    tensors[key] = torch.zeros(3, 5, dtype=tensors[key].dtype)
+    save_file(tensors, path, metadata={"format": "pt"})
+    return os.path.dirname(os.path.dirname(path)), key
+
+
+@pytest.fixture(scope="module")
+def lora_run(tmp_path_factory) -> str:
+    return train_run(small_demo(lora=True), str(tmp_path_factory.mktemp("damaged") / "lora"))
+
+
+@pytest.mark.parametrize("fmt", ["merged", "gguf"])
+def test_export_refuses_a_checkpoint_with_a_tensor_of_the_wrong_shape(run, lora_run, fmt, tmp_path):
+    cases = [
+        (run, "model/model.safetensors", "embed_tokens", "107×192"),
+        (lora_run, "adapter/adapter_model.safetensors", "lora_A", "4×512"),
+    ]
+    for n, (source, file, pick, expected) in enumerate(cases):
+        damaged = str(tmp_path / f"run{n}")
+        checkpoint, key = _with_a_wrong_shape(source, damaged, file, pick)
+        before = tree(damaged)
+        out = tmp_path / f"out{n}"
+        code, err = cli("export", damaged, "--format", fmt, "--out", str(out), "--quiet")
+        refused(
+            code,
+            err,
+            f"The checkpoint {checkpoint} is damaged: {file}",
+            f"the tensor {key.replace('.default.', '.')} has shape 3×5",
+            f"the model needs {expected}",
+        )
+        assert not out.exists()
+        assert [p for p in os.listdir(tmp_path) if p.startswith(".")] == []  # no temporary export
+        assert tree(damaged) == before

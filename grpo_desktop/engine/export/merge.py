@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import shutil
 
 from grpo_desktop import __version__
@@ -187,6 +188,62 @@ def _check_architecture(path: str, trust: bool) -> None:
         )
 
 
+# torch's load_state_dict error for a tensor of another shape (a PEFT adapter's).
+_SIZE_MISMATCH = re.compile(
+    r"size mismatch for (\S+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) from "
+    r"checkpoint, the shape in current model is torch\.Size\(\[([\d, ]*)\]\)"
+)
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+
+def _shape_text(shape) -> str:
+    dims = [str(d).strip() for d in (shape.split(",") if isinstance(shape, str) else shape)]
+    return "×".join(d for d in dims if d) or "a scalar"
+
+
+def _wrong_shape(plan: ExportPlan, file: str, key: str, found, expected) -> UserError:
+    """A checkpoint whose tensor `key` has another shape than its model needs: named, with both
+    shapes, instead of the loader's traceback."""
+    from grpo_desktop.engine.runs.checkpoint import DamagedCheckpoint
+
+    where = plan.checkpoint or os.path.dirname(plan.weights or "")
+    inside = os.path.basename(plan.weights or "")
+    return DamagedCheckpoint(
+        where,
+        f"{inside}/{file}" if inside else file,
+        f"the tensor {key} has shape {_shape_text(found)}, but the model needs "
+        f"{_shape_text(expected)}; it was not exported. Export another checkpoint (--checkpoint "
+        "STEP), or put back an intact copy of this one",
+    )
+
+
+def _check_shapes(plan: ExportPlan, trust: bool) -> None:
+    """Every tensor in the full weights' safetensors files that the model has, in the shape its
+    config.json says (the model built on the meta device: no memory, no weights read). Anything
+    this cannot read is left to the loader, which says what is wrong with it."""
+    import torch
+    from safetensors import safe_open
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    folder = plan.weights or ""
+    try:
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=trust)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust)
+        expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    except Exception:  # noqa: BLE001 - the loader says what is wrong
+        return
+    for name in sorted(f for f in os.listdir(folder) if f.endswith(".safetensors")):
+        try:
+            with safe_open(os.path.join(folder, name), "pt") as fh:
+                found = {key: tuple(fh.get_slice(key).get_shape()) for key in fh.keys()}  # noqa: SIM118
+        except Exception:  # noqa: BLE001 - a damaged file: the loader says what is wrong
+            continue
+        for key in sorted(found):
+            if key in expected and found[key] != expected[key]:
+                raise _wrong_shape(plan, name, key, found[key], expected[key])
+
+
 def write_merged(plan: ExportPlan, folder: str, stage, remote_code=None) -> dict:
     """The merged model folder; returns summary fields.
 
@@ -218,12 +275,23 @@ def write_merged(plan: ExportPlan, folder: str, stage, remote_code=None) -> dict
         )
         model = model.dequantize().to(dtype)
     else:
+        if not plan.is_adapter:
+            _check_shapes(plan, trust)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, trust_remote_code=trust)
     if plan.is_adapter:
         from peft import PeftModel
 
         stage(0.4, "Merging the adapter into the weights")
-        model = PeftModel.from_pretrained(model, plan.weights).merge_and_unload()
+        try:
+            model = PeftModel.from_pretrained(model, plan.weights).merge_and_unload()
+        except RuntimeError as exc:
+            mismatch = _SIZE_MISMATCH.search(str(exc))
+            if mismatch is None:
+                raise
+            key, found, expected = mismatch.groups()
+            raise _wrong_shape(
+                plan, ADAPTER_WEIGHTS, key.replace(".default.", "."), found, expected
+            ) from None
     model.to(dtype)
     token_source = plan.base if plan.is_adapter else plan.weights
     run_tokenizer = load_tokenizer(token_source, plan.cfg.model.trust_remote_code, remote_code)
