@@ -6,6 +6,9 @@ last value in the text. Several different values ("17 or 18", two boxes) are how
 so the strict checker in engine.rewards.functions can score it 0. `read_reference` reads a
 dataset's answer the same way (GSM8K's "… #### 72", a MATH solution's last \\boxed{}).
 
+`last_sentence` is the
+completion's last sentence, read for a word reference ("The function is even." for \\text{even}).
+
 Not here: comparing values (engine.rewards.values), understanding prose ("the answer is not
 17"), answers spread over several sentences. Pure Python, linear in the length of the text.
 
@@ -63,6 +66,9 @@ class Reading:
 
     values: tuple[Value, ...]
     where: str = ""  # "answer tag", "boxed", "final-answer sentence", "last value" or ""
+
+    def __bool__(self) -> bool:
+        return bool(self.values)
 
     def distinct(self) -> list[Value]:
         """The values without repeats (by key), in the order first met."""
@@ -241,6 +247,18 @@ def read_answer(
             if values := _last_values(scope):
                 return Reading(tuple(values), "last value")
     return Reading(())
+
+
+def last_sentence(text: str, think_tag: str = "think") -> Reading:
+    """The completion's last sentence as one text value, for a word reference when no value was
+    found ("The function is even."); empty when there is none or it is long."""
+    text = normalise_text(text)
+    cut = text.rfind(f"</{think_tag}>")
+    scope = (text[cut + len(think_tag) + 3 :] if cut != -1 else text).strip()[-400:]
+    sentences = [p for p in re.split(r"(?<=[.!?])\s+|\n+", scope) if p.strip(" .!?*")]
+    if not sentences or len(sentences[-1]) > 200:
+        return Reading(())
+    return Reading((Value(clean_region(sentences[-1])),), "last sentence")
 
 
 @lru_cache(maxsize=4096)  # a step scores each reference G times

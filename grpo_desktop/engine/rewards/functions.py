@@ -30,12 +30,19 @@ from grpo_desktop.engine.config import RewardsConfig
 from grpo_desktop.engine.rewards.answers import (
     MODES,
     Reading,
+    last_sentence,
     read_answer,
     read_reference,
     region_values,
     set_elements,
 )
-from grpo_desktop.engine.rewards.values import Value, comma_parts, normalise_text, quick_compare
+from grpo_desktop.engine.rewards.values import (
+    Value,
+    comma_parts,
+    normalise_text,
+    quick_compare,
+    text_answer,
+)
 
 CHECKERS = ("strict", "lenient")
 MATH_VERIFY_TIMEOUT_S = 10.0  # per comparison, helper process only (math-verify's own limit is 5 s)
@@ -158,6 +165,9 @@ def _plan(
     if len(found) > 1 and checker == "strict":
         return AccuracyVerdict(0.0, None, f"several answers: {_listing(found)}")
     predicted = reading.values[-1] if len(found) > 1 else found[0]
+    words = text_answer(predicted.text, refs[0].text) if predicted.number is None else None
+    if words is not None and predicted.form is None:  # "The function is even." for \text{even}
+        return AccuracyVerdict(float(words[0]), predicted.text, words[1])
     same = quick_compare(predicted, refs[0], tolerance)
     if same is not None:
         return AccuracyVerdict(float(same), predicted.text, None)
@@ -176,6 +186,15 @@ def _decide(plans: list[AccuracyVerdict | _Pending]) -> list[AccuracyVerdict]:
         else:
             out.append(p)
     return out
+
+
+def _is_words(refs: tuple[Value, ...]) -> bool:
+    """Whether the reference is one word answer ("even", "Monday", "\\text{yes}")."""
+    return (
+        len(refs) == 1
+        and refs[0].number is None
+        and bool(re.fullmatch(r"[A-Za-z][A-Za-z '\-]*", refs[0].text))
+    )
 
 
 def _check_choice(mode: str, checker: str) -> None:
@@ -218,6 +237,13 @@ def accuracy_verdicts(
     for completion, reference in zip(completions, answer):
         refs = read_reference("" if reference is None else str(reference))
         reading = read_answer(completion, mode, answer_tag, think_tag) if refs else Reading(())
+        if (
+            reading.where in ("", "last value")
+            and mode in ("auto", "last_number")
+            and _is_words(refs)
+        ):
+            # a stray number cannot be a word answer: the last sentence ("The function is even.")
+            reading = last_sentence(completion, think_tag) or reading
         plans.append(_plan(reading, refs, tolerance, checker))
     return _decide(plans)
 

@@ -305,6 +305,33 @@ def spelled_quantities(s: str) -> str:
     return out
 
 
+_NEGATIONS = {"not", "no", "neither", "nor", "never", "isn't", "aren't", "wasn't", "cannot",
+              "can't", "doesn't", "both"}  # fmt: skip
+_TEXT_HEDGES = {"or", "either", "maybe", "perhaps", "possibly", "alternatively", "unless"}
+
+
+def text_answer(predicted: str, reference: str) -> tuple[bool, str | None] | None:
+    """A sentence judged against a word reference ("The function is even." for \\text{even}):
+    (equal, reason); None when the reference is not words or the answer is not a sentence.
+
+    The reference's words must appear whole (case ignored: "even", not "uneven"); a sentence that
+    also negates or hedges ("not even", "even or odd", "both") scores 0, saying why."""
+    ref = _plain_words(reference)
+    if ref is None or _plain_words(predicted) == ref:
+        return None
+    ref_words = re.findall(r"[a-z]+(?:'[a-z]+)?", reference.lower())
+    words = re.findall(r"[a-z]+(?:'[a-z]+)?", predicted.lower())
+    if len(words) <= len(ref_words):
+        return None
+    n = len(ref_words)
+    if not any(words[i : i + n] == ref_words for i in range(len(words) - n + 1)):
+        return False, None
+    doubts = sorted({w for w in words if w in _NEGATIONS | _TEXT_HEDGES} - set(ref_words))
+    if doubts:
+        return False, f"the answer says {reference!r} with {', '.join(map(repr, doubts))}"
+    return True, None
+
+
 def _readings(v: Value) -> tuple[Fraction, ...]:
     assert v.number is not None
     return (v.number, v.number / 100) if v.percent else (v.number,)

@@ -23,7 +23,7 @@ CATEGORIES = {  # every kind of completion the corpus must cover
     "hedge_or", "hedge_tags", "hedge_boxes", "hedge_list", "hedge_sentences", "self_correction",
     "answer_then_numbers", "units_in_tag", "thousands", "unicode", "untagged_math",
     "fractions_decimals", "intervals", "sets", "percentages", "scientific", "negative",
-    "wrong_lookalike", "boxed", "last_number", "tagged", "no_answer", "symbolic",
+    "wrong_lookalike", "boxed", "last_number", "tagged", "no_answer", "symbolic", "text_answer",
 }  # fmt: skip
 # The issue's own examples of hedges the old checker rewarded (gold 18, the right value last).
 ISSUE_HEDGES = {"hedge_or-01", "hedge_boxes-01", "hedge_tags-01", "hedge_tags-05", "hedge_list-04"}

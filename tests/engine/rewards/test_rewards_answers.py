@@ -399,3 +399,28 @@ SPELLED = [
 def test_spelled_and_mixed_quantities(completion, answer, score, reason):
     verdict = _verdict(completion, answer)
     assert (verdict.score, verdict.reason) == (score, reason)
+
+
+# A sentence for a word reference (\\text{even}, Monday): the reference's words, whole and in any
+# case, with no negation or hedge beside them. Untagged, the last sentence is read.
+TEXT_ANSWERS = [
+    ("The function is even.", "\\text{even}", 1.0, None),
+    ("<answer>The function is even.</answer>", "\\text{even}", 1.0, None),
+    ("<think>f(-x) = f(x)</think>\nSo the function is EVEN.", "even", 1.0, None),
+    ("It is Monday.", "\\text{Monday}", 1.0, None),
+    ("The function is odd.", "\\text{even}", 0.0, None),
+    ("<answer>The function is uneven</answer>", "\\text{even}", 0.0, None),  # a whole word
+    ("The function is not even.", "\\text{even}", 0.0, "the answer says 'even' with 'not'"),
+    ("<answer>even or odd</answer>", "\\text{even}", 0.0, "the answer says 'even' with 'or'"),
+    ("It is both even and odd.", "\\text{even}", 0.0, "the answer says 'even' with 'both'"),
+]
+
+
+@pytest.mark.parametrize(("completion", "answer", "score", "reason"), TEXT_ANSWERS)
+def test_text_answers_for_word_references(completion, answer, score, reason):
+    verdict = _verdict(completion, answer)
+    assert (verdict.score, verdict.reason) == (score, reason)
+
+
+def test_a_sentence_is_read_only_for_a_word_reference():
+    assert _verdict("I am not sure.", "18").reason == "no final answer found"
