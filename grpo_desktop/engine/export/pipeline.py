@@ -131,9 +131,11 @@ def _check_space(parent: str, plan: ExportPlan) -> None:
 def _full_disk_message(parent: str, plan: ExportPlan, exc: BaseException) -> ExportDiskFull:
     free = _free(parent)
     left = f"{size_text(free)} is free now" if free is not None else "the free space is unknown"
+    # An error's own words when it has them (OSError's strerror), never a list (shutil.Error's).
+    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "No space left on device"
     return ExportDiskFull(
         f"The disk at {parent} filled up while the {plan.fmt} export was written "
-        f"({exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}); what was "
+        f"({why}); what was "
         f"written has been removed and {left}. The export needs about "
         f"{size_text(plan.needed_bytes)}: free some space or choose a folder on another disk."
     )

@@ -220,14 +220,40 @@ def pick_checkpoint(run_dir: str, step: int | None) -> tuple[int, str]:
     return whole[-1]
 
 
+def shipped_builtin_model(name: str) -> str | None:
+    """The folder of builtin:<name> when it ships with the package (the demo, once trained);
+    None otherwise (then engine/models/loading.py builds a tiny one in the user's cache)."""
+    from importlib import resources
+
+    shipped = resources.files("grpo_desktop") / "resources" / "demo_model"
+    if name.strip() == "builtin:demo" and (shipped / "config.json").is_file():
+        return str(shipped)
+    return None
+
+
+def _tree_bytes(folder: str) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                continue
+    return total
+
+
 def _plan_trl(source, fmt: str) -> ExportPlan:
+    """The TRL project: its scripts and configs, and the built-in model it copies into model/
+    (a model folder or hub id is named, not copied)."""
     if isinstance(source, TrainConfig):
         cfg = source
     elif os.path.isdir(source):
         cfg = read_config(source)
     else:
         cfg = load_config(source)
-    return ExportPlan(fmt, cfg, result_bytes=TRL_BYTES, needed_bytes=TRL_BYTES)
+    model = shipped_builtin_model(cfg.model.name_or_path)
+    size = TRL_BYTES + (_tree_bytes(model) if model else 0)
+    return ExportPlan(fmt, cfg, result_bytes=size, needed_bytes=size)
 
 
 def plan_export(

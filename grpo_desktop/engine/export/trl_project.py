@@ -27,6 +27,7 @@ from grpo_desktop import __version__
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.data.dataset import Example, load_data
 from grpo_desktop.engine.errors import ConfigError, UserError
+from grpo_desktop.engine.export.plan import shipped_builtin_model
 from grpo_desktop.engine.export.trl_map import (
     MAPPED,
     batch_layout,
@@ -84,18 +85,26 @@ def _mixed_precision(dtype: str) -> str:
 
 def _copy_builtin_model(name: str, out_dir: str) -> str:
     """Copy builtin:<name>'s folder into out_dir/model; return the project-relative path."""
-    shipped = resources.files("grpo_desktop") / "resources" / "demo_model"
-    if name == "builtin:demo" and (shipped / "config.json").is_file():
-        source = str(shipped)
-    else:  # not shipped (a source checkout without weights): the app builds one (needs torch)
+    source = shipped_builtin_model(name)
+    if source is None:  # not shipped (a source checkout without weights): built (needs torch)
         from grpo_desktop.engine.models.loading import resolve_model_path
 
         source = resolve_model_path(name)
     target = os.path.join(out_dir, "model")
     if os.path.isdir(target):
         shutil.rmtree(target)
-    shutil.copytree(source, target)
+    _copy_tree(source, target)
     return "model"
+
+
+def _copy_tree(source: str, target: str) -> None:
+    """shutil.copytree without its shutil.Error list: the first file that cannot be written
+    raises its own OSError (ENOSPC on a full disk), for the caller to say what happened."""
+    for root, _dirs, files in os.walk(source):
+        folder = os.path.join(target, os.path.relpath(root, source))
+        os.makedirs(folder, exist_ok=True)
+        for name in files:
+            shutil.copy2(os.path.join(root, name), os.path.join(folder, name))
 
 
 def _md(text: object) -> str:
