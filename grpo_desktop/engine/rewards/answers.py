@@ -4,10 +4,10 @@
 the \\boxed{} answers, else the final-answer sentence ("The answer is 18.", "#### 18"), else the
 last value in the text. Several different values ("17 or 18", two boxes) are how a hedge shows,
 so the strict checker in engine.rewards.functions can score it 0. `read_reference` reads a
-dataset's answer the same way (GSM8K's "… #### 72", a MATH solution's last \\boxed{}).
-
-`last_sentence` is the
-completion's last sentence, read for a word reference ("The function is even." for \\text{even}).
+dataset's answer the same way (GSM8K's "… #### 72", a MATH solution's last \\boxed{}). A
+closing "72 clips in total." followed only by remarks ("That is 24 fewer …") counts as a
+final-answer sentence. `last_sentence` is the completion's last sentence, read for a word
+reference ("The function is even." for \\text{even}).
 
 Not here: comparing values (engine.rewards.values), understanding prose ("the answer is not
 17"), answers spread over several sentences. Pure Python, linear in the length of the text.
@@ -179,6 +179,27 @@ def _sentence_values(scope: str) -> list[Value]:
     return values
 
 
+_TOTAL = re.compile(r"\b(?:in\s+total|altogether|in\s+all)\b", re.IGNORECASE)
+_REMARK = re.compile(
+    r"\s*\**\s*\(?(?:that(?:'s|\s+is|\s+was|\s+means)|this\s+is|which\s+is|check|note|"
+    r"for\s+comparison)\b",
+    re.IGNORECASE,
+)
+
+
+def _total_values(scope: str) -> list[Value]:
+    """Values of a closing "… in total." sentence followed only by remarks about it ("72 clips in
+    total. That is 24 fewer than in April."): the total is the answer, not the remark's numbers."""
+    sentences = [p for p in re.split(r"(?<=[.!?])\s+|\n+", scope[-2000:]) if p.strip(" *.!?")]
+    remarks = 0
+    while sentences and _REMARK.match(sentences[-1]):
+        sentences.pop()
+        remarks += 1
+    if not remarks or not sentences or not _TOTAL.search(sentences[-1]):
+        return []
+    return region_values(sentences[-1]) if VALUE_HINT.search(sentences[-1]) else []
+
+
 def _last_values(scope: str) -> list[Value]:
     """The last value in prose (a number, 3/4, √2, 2π or a $…$ formula) and the values joined to
     it as alternatives ("16, 17 or 18")."""
@@ -243,6 +264,8 @@ def read_answer(
     if mode in ("auto", "last_number"):
         for scope in scopes:
             if mode == "auto" and (values := _sentence_values(scope)):
+                return Reading(tuple(values), "final-answer sentence")
+            if mode == "auto" and (values := _total_values(scope)):
                 return Reading(tuple(values), "final-answer sentence")
             if values := _last_values(scope):
                 return Reading(tuple(values), "last value")

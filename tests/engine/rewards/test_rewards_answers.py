@@ -424,3 +424,22 @@ def test_text_answers_for_word_references(completion, answer, score, reason):
 
 def test_a_sentence_is_read_only_for_a_word_reference():
     assert _verdict("I am not sure.", "18").reason == "no final answer found"
+
+
+# A closing "… in total." sentence followed only by remarks ("That is …", "Check: …") is the final
+# answer; a sentence that goes on computing ("Then …") is not a remark, so its last value counts.
+TOTAL_THEN_REMARKS = [
+    ("Natalia sold 72 clips in total. That is 24 fewer than 96.", "72", 1.0, None),
+    ("She sold 48 + 24 = 72 clips altogether.\nThat's 24 more than in May.", "72", 1.0, None),
+    ("In all she sold 72 clips. Check: 48 + 24 = 72.", "72", 1.0, None),
+    ("She has 48 in total. Then she gives away 24, leaving 24.", "24", 1.0, None),
+    ("She sold 70 clips in total. That is 26 fewer than 96.", "72", 0.0, None),
+    ("She sold 71 or 72 clips in total. That is 24 fewer than 96.", "72", 0.0,
+     "several answers: 71, 72"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("completion", "answer", "score", "reason"), TOTAL_THEN_REMARKS)
+def test_a_total_followed_by_remarks(completion, answer, score, reason):
+    verdict = _verdict(completion, answer)
+    assert (verdict.score, verdict.reason) == (score, reason)
