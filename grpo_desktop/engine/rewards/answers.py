@@ -34,6 +34,7 @@ from grpo_desktop.engine.rewards.regions import (
     set_elements,
 )
 from grpo_desktop.engine.rewards.values import (
+    UNIT_QUANTITY,
     Value,
     clean_region,
     comma_parts,
@@ -220,6 +221,14 @@ def _last_values(scope: str) -> list[Value]:
     def values_of(token: tuple[int, int, str, bool]) -> list[Value]:
         return region_values(token[2]) if token[3] else [parse_value(clean_region(token[2]))]
 
+    if tokens and "\\" not in scope[tokens[-1][0] :]:
+        # "2 hours 30 minutes" at the end is one quantity, not 2 and then 30
+        for m in UNIT_QUANTITY.finditer(scope, max(0, tokens[-1][0] - 40)):
+            if m.start() <= tokens[-1][0] < m.end():
+                while tokens and tokens[-1][0] >= m.start():
+                    tokens.pop()
+                tokens.append((m.start(), m.end(), m.group(), False))
+                break
     while len(tokens) > 1 and _NEGATED.search(scope[max(0, tokens[-1][0] - 20) : tokens[-1][0]]):
         tokens.pop()  # "It is 18, not 17."
     if not tokens:

@@ -22,6 +22,7 @@ import math
 import re
 import threading
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
@@ -136,6 +137,10 @@ def _match_all(found: list[Value], items: tuple[Value, ...], tolerance: float) -
     return True
 
 
+def _decimal(x: Fraction) -> str:
+    return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
+
+
 def _plan(
     reading: Reading, refs: tuple[Value, ...], tolerance: float, checker: str
 ) -> AccuracyVerdict | _Pending:
@@ -169,6 +174,10 @@ def _plan(
     if words is not None and predicted.form is None:  # "The function is even." for \text{even}
         return AccuracyVerdict(float(words[0]), predicted.text, words[1])
     same = quick_compare(predicted, refs[0], tolerance)
+    if same is False and predicted.also and predicted.number is not None:
+        readings = " or ".join(_decimal(x) for x in (predicted.number, *predicted.also))
+        reason = f"{predicted.text} is {readings} in the units it converts to, not the reference"
+        return AccuracyVerdict(0.0, predicted.text, reason)
     if same is not None:
         return AccuracyVerdict(float(same), predicted.text, None)
     return _Pending((predicted.latex, refs[0].latex), predicted.text)

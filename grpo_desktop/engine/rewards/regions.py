@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from grpo_desktop.engine.rewards.values import (
+    UNIT_QUANTITY,
     Value,
     clean_region,
     comma_parts,
@@ -54,6 +55,7 @@ _VAR_LHS = re.compile(r"(?:^|(?<=[\s,;(]))[A-Za-z](?:_\{?[A-Za-z0-9]+\}?|')?\s*$
 _APPROX = re.compile(r"\\approx|\\sim(?![a-z])")
 VALUE_HINT = re.compile(r"\d|\\(?:pi|infty|sqrt|frac)")
 _NEXT_NUMBER = re.compile(r"\s*[-+]?\.?\d")
+_UNIT_HINT = re.compile(r"cent|¢|\d\s*(?:h|hours?|hrs?)\b", re.IGNORECASE)
 _LINK_GAP = re.compile(r"[\sA-Za-z',;$]*")
 
 
@@ -201,16 +203,29 @@ def _values_in(s: str, equations_per_piece: bool = False) -> list[Value]:
     )  # fmt: skip
     prose = is_prose(s)
     items: list[Value | str] = []  # values and the gaps between them
-    pos = 0
-    chunks: list[tuple[str, str]] = []  # (words before, math)
     if prose:
         s = _ARTICLE.sub(" ", s)
-        for m in _WORD.finditer(s):
-            chunks.append(("", s[pos : m.start()]))
-            chunks.append((m.group(), ""))
-            pos = m.end()
-    chunks.append(("", s[pos:]))
+    parts, prev = [], 0  # text, and quantities whose unit converts ("2 hours 30 minutes")
+    for m in UNIT_QUANTITY.finditer(s) if _UNIT_HINT.search(s) else ():
+        parts += [(False, s[prev : m.start()]), (True, m.group())]
+        prev = m.end()
+    parts.append((False, s[prev:]))
+    chunks: list[tuple[str, str]] = []  # (words before, math); ("\0", a unit quantity)
+    for is_quantity, text in parts:
+        pos = 0
+        if is_quantity:
+            chunks.append(("\0", text))
+            continue
+        if prose:
+            for m in _WORD.finditer(text):
+                chunks.append(("", text[pos : m.start()]))
+                chunks.append((m.group(), ""))
+                pos = m.end()
+        chunks.append(("", text[pos:]))
     for words, math in chunks:
+        if words == "\0":
+            items.append(parse_value(math))
+            continue
         if words:
             items.append(" " + words + " ")
             continue

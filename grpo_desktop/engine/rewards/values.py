@@ -7,6 +7,7 @@ or LaTeX and drops thousands separators; `clean_region` drops LaTeX wrappers, bo
 and degrees; `parse_value` reads one candidate as a `Value`, exact (a Fraction) for plain
 numbers, fractions, percentages and scientific notation, else text for math-verify ("2,5" is
 2.5 marked decimal_comma: the checker also reads it as the list 2, 5, `comma_parts`);
+"2 hours 30 minutes" and "75 cents" carry their other unit's value too (`Value.also`);
 `quick_compare` decides equality without math-verify when that is safe (None: ask it).
 
 Not here: finding the final answer (engine.rewards.answers), running math-verify
@@ -122,7 +123,9 @@ _DROP = re.compile(
 )
 _LIST_COMMANDS = re.compile(r"\\q?quad|\\\\|&")
 _LEADING_PUNCTUATION = re.compile(r"^(?:[\s,;:!?]|\.(?!\d))+")
-_UNIT_LETTER = re.compile(r"(?<=\d)\s+[mgsLh](?:\^\{?[23]\}?)?(?=\s|$|[.,;)/])")
+_UNIT_LETTER = re.compile(
+    r"(?<=\d)\s+[mgsLh](?:\^\{?[23]\}?)?(?=\s|$|[.,;)/])(?!\s*\d{1,2}\s*min)"  # not "2 h 30 min"
+)
 
 
 def clean_region(s: str) -> str:
@@ -150,6 +153,13 @@ _SLASH_FRACTION = re.compile(rf"({_NUM})\s*/\s*({_NUM})")
 # One comma between digits with one or two digits after it: a decimal comma ("2,5", "0,75") or a
 # list written without a space ("2,5" for 2 and 5); "1,500" is always one thousand five hundred.
 DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d{1,2}")
+# Quantities whose unit converts, so either reading is the answer: a duration in hours and
+# minutes (the reference in hours or in minutes) and cents (in cents or in dollars).
+UNIT_QUANTITY = re.compile(
+    r"(?<![\d.])(\d+)\s*(?:hours?|hrs?|h)\s*,?\s*(?:and\s+)?(\d{1,2})\s*(?:minutes?|mins?|m)(?![A-Za-z])"
+    r"|(?<![\d.,])(\d+)\s*(?:cents?|¢)(?![A-Za-z])",
+    re.IGNORECASE,
+)
 _WORDS_ONLY = re.compile(r"[A-Za-z][A-Za-z '\-]*")
 
 
@@ -162,6 +172,7 @@ class Value:
     percent: bool = False
     form: Form | None = None  # c·√r·π^k for a closed form that is not rational ("2\\pi")
     decimal_comma: bool = False  # "2,5": 2.5 here; `comma_parts` gives the list reading 2, 5
+    also: tuple[Fraction, ...] = ()  # in another unit: "2 hours 30 minutes" is 2.5 (h) or 150
 
     @property
     def key(self) -> str:
@@ -228,6 +239,14 @@ def parse_value(text: str) -> Value:
     "2,5" -> 2.5 marked decimal_comma (see `comma_parts`)."""
     shown = text.strip().rstrip(" .,;:").lstrip(" ,;:").strip()
     s = shown.removesuffix("%").strip()
+    if m := UNIT_QUANTITY.fullmatch(s):
+        if m.group(1) is not None:  # hours and minutes: in hours, or in minutes
+            hours, minutes = int(m.group(1)), int(m.group(2))
+            return Value(
+                shown, hours + Fraction(minutes, 60), also=(Fraction(hours * 60 + minutes),)
+            )
+        cents = Fraction(m.group(3))  # in cents as written, or in dollars
+        return Value(shown, cents, also=(cents / 100,))
     if DECIMAL_COMMA.fullmatch(s):
         return Value(shown, Fraction(s.replace(",", ".")), shown.endswith("%"), None, True)
     number = _number(s) if len(s) <= 80 else None
@@ -334,7 +353,7 @@ def text_answer(predicted: str, reference: str) -> tuple[bool, str | None] | Non
 
 def _readings(v: Value) -> tuple[Fraction, ...]:
     assert v.number is not None
-    return (v.number, v.number / 100) if v.percent else (v.number,)
+    return (v.number, v.number / 100) if v.percent else (v.number, *v.also)
 
 
 def _close(a: Fraction, b: Fraction, tolerance: float) -> bool:

@@ -443,3 +443,29 @@ TOTAL_THEN_REMARKS = [
 def test_a_total_followed_by_remarks(completion, answer, score, reason):
     verdict = _verdict(completion, answer)
     assert (verdict.score, verdict.reason) == (score, reason)
+
+
+# Units that convert: hours and minutes are the reference in hours or in minutes, cents in cents
+# or in dollars; neither: 0, saying what they read as. Other units are dropped as before.
+_NEITHER = "2 hours 30 minutes is 2.5 or 150 in the units it converts to, not the reference"
+UNITS_THAT_CONVERT = [
+    ("<answer>2 hours 30 minutes</answer>", "2.5", 1.0, None),
+    ("<answer>2 hours and 30 minutes</answer>", "150", 1.0, None),
+    ("The answer is 2 h 30 min.", "2.5", 1.0, None),
+    ("It takes 2 hours 30 minutes.", "2.5", 1.0, None),
+    ("<answer>75 cents</answer>", "0.75", 1.0, None),
+    ("The answer is 75 cents.", "75", 1.0, None),
+    ("<answer>2 hours 30 minutes</answer>", "2", 0.0, _NEITHER),  # used to read as 2
+    ("<answer>2 hours 30 minutes</answer>", "2.3", 0.0, _NEITHER),
+    ("<answer>75 cents</answer>", "7.5", 0.0,
+     "75 cents is 75 or 0.75 in the units it converts to, not the reference"),
+    ("<answer>75 cents or 80 cents</answer>", "0.8", 0.0, "several answers: 75 cents, 80 cents"),
+    ("<answer>2 hours 30 minutes or 3 hours</answer>", "3", 0.0,
+     "several answers: 2 hours 30 minutes, 3"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("completion", "answer", "score", "reason"), UNITS_THAT_CONVERT)
+def test_units_that_convert(completion, answer, score, reason):
+    verdict = _verdict(completion, answer)
+    assert (verdict.score, verdict.reason) == (score, reason)
