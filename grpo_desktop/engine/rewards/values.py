@@ -305,8 +305,8 @@ def _count(word: str) -> int | None:
 
 def spelled_quantities(s: str) -> str:
     """An answer's spelled quantities as numbers: "two and a half" -> "5/2", "three quarters" ->
-    "3/4", "2 and a half hours" -> "5/2 hours"; with one of those or a hedge word ("or", "maybe")
-    in s, its number words too ("5/2 or three" -> "5/2 or 3", so a hedge shows)."""
+    "3/4", "2 and a half hours" -> "5/2 hours"; with one of those, or a hedge word ("or", "maybe")
+    beside a number word, its number words too ("5/2 or three" -> "5/2 or 3": a hedge shows)."""
     if not re.search(r"[A-Za-z]", s):
         return s
 
@@ -319,7 +319,10 @@ def spelled_quantities(s: str) -> str:
         return m.group() if num is None else f"{num}/{den}"
 
     out = _SPELLED_FRACTION.sub(fraction, _MIXED.sub(mixed, s))
-    if out != s or _HEDGE.search(out):
+    if out != s or any(
+        _HEDGE.search(out, max(0, m.start() - 12), m.end() + 12)
+        for m in _NUMBER_WORDS.finditer(out)
+    ):
         out = _NUMBER_WORDS.sub(lambda m: str(word_number(m.group())), out)
     return out
 

@@ -469,3 +469,8 @@ UNITS_THAT_CONVERT = [
 def test_units_that_convert(completion, answer, score, reason):
     verdict = _verdict(completion, answer)
     assert (verdict.score, verdict.reason) == (score, reason)
+
+
+def test_number_words_count_as_values_only_beside_a_hedge_word():
+    tag = "<answer>She has 18 apples, one for each friend or neighbour</answer>"
+    assert _score(tag, "18") == 1.0  # "one" is not an alternative to 18
