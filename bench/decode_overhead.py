@@ -30,7 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from grpo_desktop.engine.sampling import decode_graph, sampler  # noqa: E402
+from grpo_desktop.engine.sampling import decode_graph, decoders, sampler  # noqa: E402
 from grpo_desktop.engine.sampling.decode_static import static_decoder  # noqa: E402
 
 SMALL = dict(hidden=112, heads=14, kv_heads=2, intermediate=256, vocab=1024, layers=24)
@@ -110,9 +110,9 @@ def _steps(kind: str, model, ids, mask, count: int):
                 attention_mask=state["attention"],
                 position_ids=state["pos"],
                 use_cache=True,
-                **{sampler.CACHE: state["cache"]},
+                **{decoders.CACHE: state["cache"]},
             )
-            state["cache"] = sampler.out_cache(out)
+            state["cache"] = decoders.out_cache(out)
             state["pos"] = state["pos"] + 1
             return out.logits[:, -1, :]  # (N, V)
 

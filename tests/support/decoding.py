@@ -7,7 +7,7 @@ and the grown cache.
 
 from __future__ import annotations
 
-from grpo_desktop.engine.sampling import sampler
+from grpo_desktop.engine.sampling import decoders
 
 
 def forward_step(model, tokens, attention, positions, cache):
@@ -17,6 +17,6 @@ def forward_step(model, tokens, attention, positions, cache):
         attention_mask=attention,  # (N, L)
         position_ids=positions,  # (N, 1)
         use_cache=True,
-        **{sampler.CACHE: cache},
+        **{decoders.CACHE: cache},
     )
-    return out.logits[:, -1], sampler.out_cache(out)  # (N, V)
+    return out.logits[:, -1], decoders.out_cache(out)  # (N, V)

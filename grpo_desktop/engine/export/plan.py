@@ -32,7 +32,7 @@ from grpo_desktop.engine.runs.layout import (
     intact_checkpoints,
     list_checkpoints,
 )
-from grpo_desktop.engine.units import size_text  # noqa: F401 (re-exported: the Export dialog)
+from grpo_desktop.engine.units import size_text
 
 FORMATS = ("adapter", "merged", "gguf", "trl")
 OUTTYPES = ("f16", "q8_0")

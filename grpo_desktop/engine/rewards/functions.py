@@ -3,8 +3,8 @@
 Each follows TRL's convention (`fn(completions, **columns) -> list[float | None]`, None = could
 not score). `RewardSet` combines those with a positive weight, keeps each one's raw column and
 sums the weighted values (`weighted_total`): when any of them could not score the total is unknown
-(None), so the row gets no advantage and stays out of its group's mean and spread. Accuracy reads the final answer with engine.rewards.answers
-and its values with engine.rewards.values; the strict checker (the default) scores a hedge
+(None), so the row gets no advantage and stays out of its group's mean and spread. Accuracy reads
+the final answer with engine.rewards.answers and its values with engine.rewards.values; the strict checker (the default) scores a hedge
 ("17 or 18") 0, the lenient one takes the last value, to show in the Lab how hedging wins
 against a sloppy checker. Integers compare exactly, other numbers with a relative tolerance,
 everything else (LaTeX, sets) with math-verify, run in a helper process off the main thread.

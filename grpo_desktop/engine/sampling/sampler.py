@@ -28,7 +28,6 @@ from grpo_desktop.engine.ops.kernels import fast_linear
 from grpo_desktop.engine.sampling.decode import lean_decoder
 from grpo_desktop.engine.sampling.decode_graph import GraphedDecode
 from grpo_desktop.engine.sampling.decode_static import static_decoder
-from grpo_desktop.engine.sampling.decoders import CACHE as CACHE  # sampler.CACHE for callers
 from grpo_desktop.engine.sampling.decoders import (
     Decoder,
     ForwardDecode,

@@ -18,8 +18,8 @@ from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QHBoxLayout, QListWidget, QListWidgetItem, QPushButton, QWidget
 
-from grpo_desktop.engine.export.plan import size_text
 from grpo_desktop.engine.runs.layout import STATE_FILE, intact_checkpoints
+from grpo_desktop.engine.units import size_text
 
 
 def open_folder(path: str) -> bool:

@@ -35,7 +35,8 @@ from PySide6.QtWidgets import (
 )
 
 from grpo_desktop.engine.errors import UserError
-from grpo_desktop.engine.export.plan import plan_export, size_text
+from grpo_desktop.engine.export.plan import plan_export
+from grpo_desktop.engine.units import size_text
 from grpo_desktop.ui.common.slots import connect_slots
 from grpo_desktop.ui.common.widgets import wrapped_label
 from grpo_desktop.ui.export.checkpoints import CheckpointList, PathButtons
