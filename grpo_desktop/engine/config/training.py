@@ -31,6 +31,16 @@ class RewardsConfig:
         help="Weight of the reward for reasoning in think tags and answering in answer tags. Keep it "
         "small: at or above the accuracy weight the cheapest win is to emit tags instead of solving.",
     )
+    format_credit: str = option(
+        "all",
+        label="Format credit",
+        choices=("all", "per_tag"),
+        help="all: 1 only for the whole <think>…</think><answer>…</answer> format, else 0. per_tag: "
+        "a quarter for each well-placed tag (<think> opening the answer, </think> once, <answer> "
+        "once right after it, </answer> once closing a non-empty answer at the end). A model that "
+        "never writes all the tags gets 0 from 'all' on every answer, so the format reward has no "
+        "spread and teaches nothing; per tag lets answers with more tags win from the start.",
+    )
     answer_extraction: str = option(
         "auto",
         label="Answer extraction",

@@ -27,7 +27,7 @@ from functools import lru_cache
 from typing import Any
 
 from grpo_desktop.engine.checker.runner import CheckerProcess
-from grpo_desktop.engine.config import RewardsConfig
+from grpo_desktop.engine.config import DataConfig, RewardsConfig
 from grpo_desktop.engine.rewards.answers import (
     MODES,
     Reading,
@@ -310,11 +310,68 @@ def answers_match(predicted: str | None, reference: str, tolerance: float = 1e-6
 # ---------------------------------------------------------------- reward functions
 
 
+FORMAT_CREDITS = ("all", "per_tag")
+
+
+def _tag_quarters(text: str, think_tag: str, answer_tag: str) -> float:
+    """per_tag format credit: a quarter for each well-placed tag (see format_reward)."""
+    tags = (f"<{think_tag}>", f"</{think_tag}>", f"<{answer_tag}>", f"</{answer_tag}>")
+    where = [[m.start() for m in re.finditer(re.escape(tag), text)] for tag in tags]
+    once = [w[0] if len(w) == 1 else None for w in where]  # a repeated tag is placed nowhere
+    think, think_end, answer, answer_end = once
+    score = 0.0
+    if think is not None and not text[:think].strip():
+        score += 0.25  # <think> opens the completion
+    if think_end is not None and all(p < think_end for p in where[0]):
+        score += 0.25  # </think> once, no <think> after it
+    if (
+        answer is not None
+        and think_end is not None
+        and think_end < answer
+        and not text[think_end + len(tags[1]) : answer].strip()
+    ):
+        score += 0.25  # <answer> once, right after the reasoning
+    if (
+        answer_end is not None
+        and answer is not None
+        and answer < answer_end
+        and text[answer + len(tags[2]) : answer_end].strip()
+        and not text[answer_end + len(tags[3]) :].strip()
+    ):
+        score += 0.25  # </answer> once, closing a non-empty answer at the end
+    return score
+
+
 def format_reward(
-    completions: list[str], *, think_tag: str = "think", answer_tag: str = "answer", **kwargs: Any
+    completions: list[str],
+    *,
+    think_tag: str = "think",
+    answer_tag: str = "answer",
+    credit: str = "all",
+    **kwargs: Any,
 ) -> list[float]:
-    """1.0 for exactly <think>…</think> then <answer>…</answer> (non-empty answer, whitespace
-    around the blocks allowed, no repeated or nested tags); 0.0 otherwise."""
+    """The think/answer format's score per completion, in [0, 1]; 1.0 under both credits for
+    exactly <think>…</think> then <answer>…</answer> (non-empty answer, whitespace around the
+    blocks allowed, no repeated or nested tags).
+
+    credit "all" (all-or-nothing): that format 1.0, anything else 0.0.
+    credit "per_tag" (partial credit): a quarter for each tag in its place,
+      - <think> once, opening the completion (only whitespace before it);
+      - </think> once, with no <think> after it;
+      - <answer> once, right after </think> (only whitespace between the blocks);
+      - </answer> once, after <answer>, closing a non-empty answer, only whitespace after it.
+    A tag written twice earns nothing (nor does a tag whose place is judged against it: <answer>
+    after a repeated </think>), and text outside
+    the blocks costs the quarter of the tag it sits beside: before <think>, between the blocks,
+    after </answer>. So "<think>…</think> The answer is 56" scores 0.5, a nested
+    "<think>… <answer>56</answer></think>" 0.5, the full format with a remark after it 0.75.
+    Why: a model that never writes all four tags scores 0 under "all" on every answer, so the
+    format reward has no spread in any group and teaches nothing; per tag, an answer with more
+    tags beats its siblings from the first step."""
+    if credit not in FORMAT_CREDITS:
+        raise ValueError(f"unknown format credit {credit!r}; choose one of {FORMAT_CREDITS}")
+    if credit == "per_tag":
+        return [_tag_quarters(c, think_tag, answer_tag) for c in completions]
     t, a = re.escape(think_tag), re.escape(answer_tag)
     no_tag = rf"(?:(?!</?(?:{t}|{a})>).)*"
     pattern = re.compile(rf"\s*<{t}>{no_tag}</{t}>\s*<{a}>({no_tag})</{a}>\s*", re.DOTALL)
@@ -369,8 +426,16 @@ class RewardSet:
     CheckerError before the run begins. Close it (or use `with`) to stop the process.
     """
 
-    def __init__(self, cfg: RewardsConfig):
+    def __init__(self, cfg: RewardsConfig, data: DataConfig | None = None):
         self.cfg = cfg
+        # A reasoning-gym task run scores accuracy with the task's own checker, which finds each
+        # problem's entry from the data settings (rewards/task_score.py); `score`'s prompts are
+        # then the problem texts.
+        self._task = None
+        if data is not None and data.source == "task":
+            from grpo_desktop.engine.rewards.task_score import TaskVerifier
+
+            self._task = TaskVerifier(data)
         self.names: list[str] = []
         self.weights: dict[str, float] = {}
         self._checker: CheckerProcess | None = None
@@ -402,7 +467,11 @@ class RewardSet:
         extracted: list[str | None] = [None] * n
         reasons: list[dict[str, str]] = [{} for _ in range(n)]
         if "accuracy" in self.weights:
-            verdicts = accuracy_verdicts(completions, answers, **accuracy_options(cfg))
+            verdicts = (
+                self._task.verdicts(prompts, completions, answers, **accuracy_options(cfg))
+                if self._task is not None
+                else accuracy_verdicts(completions, answers, **accuracy_options(cfg))
+            )
             values["accuracy"] = [v.score for v in verdicts]
             extracted = [v.extracted for v in verdicts]
             for why, v in zip(reasons, verdicts):
@@ -410,7 +479,10 @@ class RewardSet:
                     why["accuracy"] = v.reason
         if "format" in self.weights:
             values["format"] = format_reward(
-                completions, think_tag=cfg.think_tag, answer_tag=cfg.answer_tag
+                completions,
+                think_tag=cfg.think_tag,
+                answer_tag=cfg.answer_tag,
+                credit=cfg.format_credit,
             )
         if self._checker is not None:
             results = self._checker.check_many(completions, answers, prompts)
