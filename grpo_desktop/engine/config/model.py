@@ -141,10 +141,12 @@ class DataConfig:
     source: str = option(
         "arithmetic",
         label="Data source",
-        choices=("arithmetic", "file", "disk", "hub"),
+        choices=("arithmetic", "file", "disk", "hub", "task"),
         help="arithmetic: built-in multiplication problems, nothing to download. file: a JSONL, CSV "
         "or Parquet file. disk: a folder saved with datasets' save_to_disk. hub: a dataset id from the "
-        "Hugging Face hub (works offline when it is in the local cache).",
+        "Hugging Face hub (works offline when it is in the local cache). task: problems generated "
+        "by a reasoning-gym task (countdown, knights_knaves, ...), scored by the task's own checker; "
+        'needs pip install "grpo-desktop[tasks]".',
     )
     path: str = option(
         "",
@@ -208,5 +210,38 @@ class DataConfig:
         min=10,
         max=1000000,
         help="How many built-in problems to generate for training.",
+        advanced=True,
+    )
+    task: str = option(
+        "basic_arithmetic",
+        label="Task",
+        help="The reasoning-gym task that generates the problems when the source is task, e.g. "
+        "basic_arithmetic, countdown (reach a number with the given ones), knights_knaves (who "
+        "lies?) or gsm_symbolic (grade-school word problems). Each answer is scored by the task's "
+        "own checker, with partial credit where the task gives it.",
+    )
+    task_options: dict = option(
+        {},
+        label="Task settings",
+        help="The task's own parameters (its difficulty knobs, e.g. min_terms and max_digits for "
+        "basic_arithmetic); empty keeps the task's defaults. The Dataset panel shows a form for "
+        "them.",
+        advanced=True,
+    )
+    task_size: int = option(
+        2000,
+        label="Task problems",
+        min=10,
+        max=1000000,
+        help="How many task problems to generate for training. The held-out problems come from a "
+        "different seed and never repeat a training problem.",
+    )
+    task_seed: int = option(
+        0,
+        label="Task seed",
+        min=0,
+        max=2**31 - 1,
+        help="Which problems the task generates: the same seed gives the same problems, so runs "
+        "can be compared. Change it for a fresh set.",
         advanced=True,
     )

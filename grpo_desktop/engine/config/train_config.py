@@ -192,9 +192,14 @@ def validate(cfg: TrainConfig) -> list[str]:
         )
     if not cfg.model.name_or_path.strip():
         msgs.append("Choose a model: a local folder, a hub id, or builtin:demo.")
-    if d.source != "arithmetic" and not d.path.strip():
+    generated = d.source in ("arithmetic", "task")
+    if d.source == "task" and not d.task.strip():
+        msgs.append("Data source 'task' needs a reasoning-gym task name in data.task.")
+    if not isinstance(d.task_options, dict) or not all(isinstance(k, str) for k in d.task_options):
+        msgs.append("Task settings (data.task_options) must be an object of name: value pairs.")
+    if not generated and not d.path.strip():
         msgs.append(f"Data source '{d.source}' needs a path or dataset id in data.path.")
-    if d.source != "arithmetic" and (not d.prompt_column.strip() or not d.answer_column.strip()):
+    if not generated and (not d.prompt_column.strip() or not d.answer_column.strip()):
         msgs.append("Name the prompt column and the answer column of your dataset.")
     total = (
         r.accuracy_weight + r.format_weight + (r.custom_weight if r.custom_checker.strip() else 0)

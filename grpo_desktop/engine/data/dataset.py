@@ -1,7 +1,8 @@
 """Training prompts: load a dataset, split off a held-out set, build prompts, order batches.
 
 `load_data` reads the configured source (the built-in arithmetic problems, a file, a
-save_to_disk folder or a hub dataset: engine.data.sources), sets aside the held-out problems that
+save_to_disk folder, a hub dataset: engine.data.sources, or a reasoning-gym task:
+engine.data.tasks), sets aside the held-out problems that
 tell real progress from reward hacking, skips rows that could not be scored and normalises the
 answers. `build_prompt` turns a problem into the text the model sees; `batch_indices` is the
 order of training batches, a pure function of seed and step so a resumed run draws the same.
@@ -16,6 +17,7 @@ import DataConfig; print(load_data(DataConfig()).source_desc)"
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 from functools import lru_cache
@@ -266,6 +268,21 @@ def _load_arithmetic(cfg: DataConfig, seed: int) -> PromptData:
     return PromptData(train_examples, held_examples, ["question", "answer"], desc)
 
 
+def _load_task(cfg: DataConfig) -> PromptData:
+    """A reasoning-gym task's problems (engine.data.tasks): training and held-out from different
+    seeds, never overlapping; the run seed does not change them (data.task_seed does)."""
+    from grpo_desktop.engine.data.tasks import task_problems
+
+    problems = task_problems(cfg)
+
+    def examples(entries: tuple[dict, ...]) -> list[Example]:
+        return [Example(str(e["question"]).strip(), str(e.get("answer") or "")) for e in entries]
+
+    return PromptData(
+        examples(problems.train), examples(problems.eval), ["question", "answer"], problems.desc
+    )
+
+
 def _skipped_rows(count: int, note: str) -> str:
     """' (2 more rows were skipped: 1 with an empty prompt …)' for messages; '' for none."""
     if not count:
@@ -295,6 +312,8 @@ def load_data(cfg: DataConfig, seed: int = 0) -> PromptData:
         )
     if cfg.source == "arithmetic":
         return _load_arithmetic(cfg, seed)
+    if cfg.source == "task":
+        return _load_task(cfg)
     main, test_table = open_source(cfg)
     pool, skipped = _examples(main, cfg)
     test, why = None, ["", ""]
@@ -329,6 +348,14 @@ def preview_rows(cfg: DataConfig, n: int = 20) -> tuple[list[str], list[dict]]:
             raise DataError(str(exc)) from None
         return ["question", "answer"], [
             {"question": p.question, "answer": p.answer} for p in problems
+        ]
+    if cfg.source == "task":
+        from grpo_desktop.engine.data.tasks import task_problems
+
+        small = dataclasses.replace(cfg, task_size=max(10, n), eval_size=0)
+        entries = task_problems(small).train[:n]
+        return ["question", "answer"], [
+            {"question": e["question"], "answer": str(e.get("answer") or "")} for e in entries
         ]
     table, _ = open_source(cfg, limit=n)
     if table.num_rows == 0:

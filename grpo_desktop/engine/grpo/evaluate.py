@@ -16,7 +16,8 @@ import torch
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.data.dataset import Example, build_prompt
 from grpo_desktop.engine.events import EvalResult
-from grpo_desktop.engine.rewards.functions import accuracy_options, accuracy_reward, format_reward
+from grpo_desktop.engine.rewards.functions import format_reward
+from grpo_desktop.engine.rewards.task_score import accuracy_verdicts_for
 from grpo_desktop.engine.sampling.rollout import generate_completions, tokenize_prompts
 
 EVAL_BATCH = 64
@@ -54,7 +55,9 @@ def evaluate(
     samples = []
     for batch, comps in _answer_batches(policy, examples, cfg, greedy=True):
         answers = [ex.answer for ex in batch]
-        acc = accuracy_reward(comps.texts, answers, **accuracy_options(r))
+        problems = [ex.problem for ex in batch]
+        verdicts = accuracy_verdicts_for(cfg.data, r, problems, comps.texts, answers)
+        acc = [v.score for v in verdicts]
         fmt = format_reward(comps.texts, think_tag=r.think_tag, answer_tag=r.answer_tag)
         correct += sum(v or 0.0 for v in acc)
         formatted += sum(fmt)

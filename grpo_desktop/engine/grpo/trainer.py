@@ -269,7 +269,7 @@ class _Run:
                 raise
             what = f"the weights cannot be loaded ({type(exc).__name__}: {exc})"
             raise ckpt.DamagedCheckpoint(point.folder, os.path.basename(path), what) from exc
-        self.rewards = RewardSet(self.cfg.rewards)
+        self.rewards = RewardSet(self.cfg.rewards, self.cfg.data)
         self.watch = CheckerWatch(self.cfg.rewards.checker_timeout_s)
         params = self.policy.trainable_parameters()
         a = self.cfg.algorithm
