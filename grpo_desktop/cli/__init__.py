@@ -81,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         return run_self_test()
     handler = getattr(args, "handler", None)
     if handler is not None:
+        from grpo_desktop.cli.progress import print_imports
+
+        print_imports()
         return handler(args)
     from grpo_desktop.ui.app import run_app
 

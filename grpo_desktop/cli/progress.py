@@ -20,6 +20,7 @@ class Progress:
         self.tty = sys.stderr.isatty()
         self.step_times: list[float] = []
         self.accuracy = None
+        self.started = False  # until the run starts, info lines say how loading goes
 
     def update(self, event) -> None:
         kind = event.type
@@ -29,6 +30,7 @@ class Progress:
         if not self.enabled:
             return
         if kind == "run_started":
+            self.started = True
             steps = f"{event.start_step}..{event.total_steps}"
             self._print(f"Training {event.model} on {event.device}, steps {steps}")
         elif kind == "eval":
@@ -39,6 +41,8 @@ class Progress:
             )
         elif kind == "log" and event.level == "warning":
             self._print(f"warning: {event.message}")
+        elif kind == "log" and not self.started:  # loading: a GGUF model's import progress
+            self._print(event.message)
         elif kind == "step":
             self._line(event)
 
@@ -70,3 +74,13 @@ class Progress:
     def close(self) -> None:
         if self.enabled and self.tty:
             sys.stderr.write("\n")
+
+
+def print_imports() -> None:
+    """Every subcommand: a GGUF model imported on first use says how far it got on stderr
+    (engine/models/gguf_import.py; `train` reports it through its own events instead)."""
+    from grpo_desktop.engine.models.gguf_import import set_default_progress
+
+    set_default_progress(
+        lambda fraction, message: print(f"{message} [{fraction:.0%}]", file=sys.stderr)
+    )

@@ -49,7 +49,7 @@ from grpo_desktop.engine.grpo.loss import advantage_histogram, group_has_spread
 from grpo_desktop.engine.grpo.step import StepOutput, grpo_step, sample_groups, select_groups
 from grpo_desktop.engine.health.checker_watch import CheckerWatch
 from grpo_desktop.engine.health.monitors import HealthMonitor, logged_events
-from grpo_desktop.engine.models.loading import Policy, load_policy
+from grpo_desktop.engine.models.loading import Policy, load_policy, model_import_events
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission
 from grpo_desktop.engine.ops import kernels
 from grpo_desktop.engine.rewards.functions import RewardSet
@@ -283,6 +283,7 @@ class _Run:
 
     def events(self) -> Iterator[Event]:
         cfg, control, state = self.cfg, self.control, self.state
+        yield from model_import_events(cfg)  # a GGUF model is imported once, with progress
         data, optimizer, scheduler, start_step = self._setup()
         policy = self.policy
         state.step = start_step
@@ -299,6 +300,8 @@ class _Run:
             resumed=start_step > 0,
             time=time.time(),
         )
+        if policy.source_note:  # a model imported from a GGUF: where from, what 4 bits cost
+            yield LogMessage(start_step, "info", policy.source_note)
         for text in [*self.notes, *warnings(cfg)]:
             yield LogMessage(start_step, "warning", text)
         if data.skipped:  # rows with an empty prompt or answer

@@ -1,4 +1,4 @@
-"""Load the policy: any causal LM from a local folder or hub id, with LoRA, 8-bit or 4-bit QLoRA.
+"""Load the policy: any causal LM (a folder, hub id or GGUF file) with LoRA, 8-bit or 4-bit QLoRA.
 
 The reference policy for the KL penalty is the same model with its LoRA adapter disabled, so
 there is one copy of the weights; only full fine-tuning with β > 0 keeps a second, frozen copy.
@@ -8,6 +8,10 @@ float32 elsewhere (`auto_dtype`). Full fine-tuning in a half precision keeps flo
 weights and runs the model's forward under autocast: AdamW's small updates land (in pure bfloat16
 most of them round away). QLoRA keeps embeddings, norms and the output layer in the compute dtype
 (peft's preparation would make them float32). Unquantized models load straight to the GPU.
+
+A GGUF file (Ollama, LM Studio, llama.cpp) as the model is imported once into a model folder
+(gguf_import.py, in the dtype the run loads) and loaded from there; `model_import_events` is the
+trainer's view of that import, `Policy.source_note` says where the weights came from.
 
 Does not generate or compute losses (sampling/rollout.py, grpo/loss.py). Try it:
     python -c "from grpo_desktop.engine.models.loading import load_policy; \
@@ -29,6 +33,7 @@ import torch
 
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.errors import ModelError
+from grpo_desktop.engine.models.gguf_info import is_gguf_file, read_gguf_info
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission, check_permission, code_hint
 from grpo_desktop.engine.ops.kernels import checkpoint_contexts
 
@@ -47,6 +52,7 @@ class Policy:
     uses_lora: bool
     ref_model: Any = None  # frozen copy, only for full fine-tuning with beta > 0
     name: str = ""
+    source_note: str = ""  # where an imported (GGUF) model came from, for the run's log
 
     @contextlib.contextmanager
     def reference(self):
@@ -172,12 +178,21 @@ def builtin_model_path(name: str) -> str:
     return cache
 
 
-def resolve_model_path(name_or_path: str) -> str:
-    """A local folder, a built-in name or a hub id; a missing local folder is a clear error."""
+def resolve_model_path(name_or_path: str, dtype: str | None = None) -> str:
+    """A local folder, a built-in name or a hub id; a missing local folder is a clear error.
+    A GGUF file (a .gguf, or an Ollama blob) is imported as a model folder once
+    (gguf_import.py) and its folder returned: in `dtype` when given (what the run loads), else
+    an import in any dtype that exists, else float32."""
     name = name_or_path.strip()
     if name.startswith(BUILTIN_PREFIX):
         return builtin_model_path(name[len(BUILTIN_PREFIX) :])
     expanded = os.path.expanduser(name)
+    if is_gguf_file(expanded):
+        from grpo_desktop.engine.models.gguf_import import import_gguf, imported_folder
+
+        return imported_folder(expanded, dtype) or import_gguf(expanded, dtype or "float32")
+    if os.path.isfile(expanded) and expanded.lower().endswith(".gguf"):
+        read_gguf_info(expanded)  # raises what is wrong with it: truncated, not a GGUF
     if os.path.isdir(expanded):
         if not os.path.isfile(os.path.join(expanded, "config.json")):
             raise ModelError(
@@ -288,6 +303,31 @@ def _disable_cpu_4bit_packing(model) -> None:
             module.support_avx512bf16_for_cpu = False
 
 
+def _masters(cfg: TrainConfig, dtype: torch.dtype, quantized: bool, for_inference: bool) -> bool:
+    """Whether full fine-tuning keeps float32 master weights of a half-precision model."""
+    return not for_inference and not cfg.lora.enabled and not quantized and dtype in HALF
+
+
+def import_dtype(cfg: TrainConfig, for_inference: bool = False) -> str:
+    """The dtype a GGUF model is imported in for this config: the one its weights are loaded in
+    (float32 for master weights), so a 7B on a bfloat16 GPU is not first made 28 GB."""
+    dtype = pick_dtype(cfg.model.dtype, pick_device(cfg.model.device))
+    quantized = cfg.quantization.mode != "none"
+    stored = torch.float32 if _masters(cfg, dtype, quantized, for_inference) else dtype
+    return str(stored).removeprefix("torch.")
+
+
+def model_import_events(cfg: TrainConfig, step: int = 0):
+    """The progress of importing the config's model when it is a GGUF file not yet imported,
+    as log events (gguf_import.py `import_events`); nothing for any other model."""
+    from grpo_desktop.engine.models.gguf_import import import_events
+
+    name = cfg.model.name_or_path.strip()
+    if name.startswith(BUILTIN_PREFIX):
+        return iter(())
+    return import_events(name, import_dtype(cfg), step)
+
+
 def load_policy(
     cfg: TrainConfig,
     adapter_path: str | None = None,
@@ -305,14 +345,14 @@ def load_policy(
     from transformers import AutoModelForCausalLM
 
     _quiet_transformers()
-    base_path = resolve_model_path(cfg.model.name_or_path)
-    path = weights_path or base_path
     device = pick_device(cfg.model.device)
     dtype = pick_dtype(cfg.model.dtype, device)
+    quant = _quantization(cfg, dtype)
+    masters = _masters(cfg, dtype, quant is not None, for_inference)
+    base_path = resolve_model_path(cfg.model.name_or_path, import_dtype(cfg, for_inference))
+    path = weights_path or base_path
     trust = check_permission(cfg.model.trust_remote_code, path, remote_code)
     tokenizer = load_tokenizer(path, cfg.model.trust_remote_code, remote_code)
-    quant = _quantization(cfg, dtype)
-    masters = not for_inference and not cfg.lora.enabled and quant is None and dtype in HALF
     kwargs = load_kwargs(torch.float32 if masters else dtype, device, quant is not None)
     kwargs["trust_remote_code"] = trust
     if quant is not None:
@@ -349,7 +389,18 @@ def load_policy(
         if masters:  # after the copy: the copy's forward must not call this model's
             _autocast_forwards(model, device, dtype)
     name = cfg.model.name_or_path  # what the user chose (a hub id, a folder, builtin:demo)
-    return Policy(model, tokenizer, device, dtype, cfg.lora.enabled, ref_model, name=name)
+    policy = Policy(model, tokenizer, device, dtype, cfg.lora.enabled, ref_model, name=name)
+    policy.source_note = import_note(base_path)
+    return policy
+
+
+def import_note(folder: str) -> str:
+    """For a model imported from a GGUF (gguf_import.py): where from and what its quantization
+    costs, for the run's log; '' for any other model."""
+    from grpo_desktop.engine.models.gguf_import import read_record, source_note
+
+    record = read_record(folder) if os.path.isdir(folder) else None
+    return source_note(record) if record else ""
 
 
 def _wrap_lora(model, cfg: TrainConfig, quantized: bool, adapter_path: str | None):

@@ -1,0 +1,435 @@
+"""Import a GGUF file (Ollama, LM Studio, llama.cpp) once as a trainable Hugging Face model folder.
+
+Training needs plain weights and a tokenizer; a GGUF holds them quantized. `import_gguf`
+dequantizes once through transformers' GGUF loader (`from_pretrained(folder, gguf_file=...)`)
+and saves a safetensors folder in the app's model cache, keyed by the file's resolved path, size,
+modification time and the dtype, so the next run, Try or export reuses it in a second. The
+folder is written under a temporary name and renamed when complete: a crash never leaves a half
+folder that counts as imported. `grpo_import.json` in it records where it came from.
+
+Two things transformers does not do for us: it refuses `save_pretrained` on a GGUF-loaded model
+(the model keeps the GGUF quantizer's marks, though its weights are plain tensors after
+dequantizing), so the marks are removed before saving; and it reads the whole file into float
+tensors, so free memory and disk are checked first (parameters x bytes of the dtype: import in
+the dtype the run trains in, a 7B in float32 is 28 GB). A 4-bit file's weights are the 4-bit
+values, a little below the original model: `source_note` says so in the run's log.
+
+The cache: $GRPO_DESKTOP_MODEL_CACHE, else $XDG_CACHE_HOME (~/.cache)/grpo-desktop/imported.
+The header alone is read by gguf_info.py (torch-free). Try it:
+    python -m grpo_desktop.engine.models.gguf_import path/to/model.gguf
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import json
+import os
+import queue
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from grpo_desktop.engine.errors import ModelError
+from grpo_desktop.engine.events import LogMessage
+from grpo_desktop.engine.models.gguf_info import (
+    GgufInfo,
+    canonical_architecture,
+    is_gguf_file,
+    read_gguf_info,
+    supported_architectures,
+)
+from grpo_desktop.engine.units import size_text
+
+RECORD = "grpo_import.json"
+CACHE_ENV = "GRPO_DESKTOP_MODEL_CACHE"
+DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
+Progress = Callable[[float, str], None]
+
+# Bits per weight of the quantizations, for the note on what dequantized weights are.
+_BITS = {"Q2": 2, "IQ1": 1, "IQ2": 2, "TQ1": 2, "TQ2": 2, "Q3": 3, "IQ3": 3, "Q4": 4, "IQ4": 4}
+_BITS |= {"MXFP4": 4, "Q5": 5, "Q6": 6, "Q8": 8}
+_default_progress: Progress | None = None
+
+
+def set_default_progress(progress: Progress | None) -> None:
+    """Where imports that nobody passed a callback to report (the CLI prints them on stderr)."""
+    global _default_progress
+    _default_progress = progress
+
+
+def cache_root() -> str:
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return os.path.expanduser(explicit)
+    base = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
+    return os.path.join(base, "grpo-desktop", "imported")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:48] or "model"
+
+
+def import_folder(path: str, dtype: str) -> str:
+    """Where the import of the GGUF at `path` in `dtype` lives (or will)."""
+    real = os.path.realpath(os.path.expanduser(path))
+    st = os.stat(real)
+    key = f"{real}|{st.st_size}|{st.st_mtime_ns}|{dtype}"
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    stem = _slug(os.path.basename(real).removesuffix(".gguf"))
+    return os.path.join(cache_root(), f"{stem}-{dtype}-{digest}")
+
+
+def _is_complete(folder: str) -> bool:
+    return os.path.isfile(os.path.join(folder, RECORD)) and os.path.isfile(
+        os.path.join(folder, "config.json")
+    )
+
+
+def imported_folder(path: str, dtype: str | None = None) -> str | None:
+    """The finished import of the GGUF at `path` (in `dtype`, or in any dtype, float32 first),
+    None when there is none yet."""
+    for name in [dtype] if dtype else list(DTYPES):
+        folder = import_folder(path, name)
+        if _is_complete(folder):
+            return folder
+    return None
+
+
+def read_record(folder: str) -> dict | None:
+    """grpo_import.json of an imported folder (where it came from), None for any other folder."""
+    try:
+        with open(os.path.join(folder, RECORD), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def quantization_bits(quantization: str) -> int | None:
+    """Bits per weight of a GGUF quantization ('Q4_K_M' -> 4); None for F32, F16 and BF16."""
+    for prefix in sorted(_BITS, key=len, reverse=True):
+        if quantization.upper().startswith(prefix):
+            return _BITS[prefix]
+    return None
+
+
+def source_note(record: dict) -> str:
+    """The sentence the run's log gives an imported model: where from, and what 4 bits cost."""
+    quant = str(record.get("quantization", ""))
+    text = f"Model imported from {record.get('source')} ({quant}, {record.get('architecture')})"
+    bits = quantization_bits(quant)
+    if bits is not None:
+        text += (
+            f"; its weights were dequantized from {bits} bits, so it is a little below the "
+            "original model (the same model's float weights, when you have them, train from a "
+            "better start)"
+        )
+    return text + "."
+
+
+def _can_dequantize(type_name: str) -> bool:
+    """Whether gguf's dequantizer (what transformers' GGUF loader calls) reads a tensor type:
+    tried on one zero block."""
+    import numpy as np
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    try:
+        qtype = GGMLQuantizationType[type_name]
+        _block, size = GGML_QUANT_SIZES[qtype]
+        dequantize(np.zeros((1, size), dtype=np.uint8), qtype)
+    except (KeyError, NotImplementedError, ValueError):
+        return False
+    return True
+
+
+def check_supported(info: GgufInfo) -> None:
+    """ModelError naming what is supported, for an architecture transformers' GGUF loader does
+    not read or a tensor type it cannot dequantize."""
+    names = supported_architectures()
+    if info.architecture not in names and canonical_architecture(info.architecture) not in names:
+        raise ModelError(
+            f"{info.path} is a '{info.architecture}' model, an architecture transformers' GGUF "
+            f"loader cannot read. It reads: {', '.join(names)}. Use the model's Hugging Face "
+            "folder (or hub id) instead, or a GGUF of a supported architecture."
+        )
+    unreadable = [t for t in info.tensor_types if not _can_dequantize(t)]
+    if unreadable:
+        readable = ", ".join(t.name for t in _readable_types())
+        raise ModelError(
+            f"{info.path} stores weights as {', '.join(unreadable)}, which gguf cannot "
+            f"dequantize. Readable: {readable}. Use a file with another quantization (Q8_0 or "
+            "Q4_K_M are common) or the model's Hugging Face folder."
+        )
+
+
+def _readable_types():
+    from gguf import GGMLQuantizationType
+
+    return [t for t in GGMLQuantizationType if _can_dequantize(t.name)]
+
+
+def _memory_available() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except (ImportError, AttributeError, OSError):
+        return None
+
+
+def needed_bytes(info: GgufInfo, dtype: str) -> tuple[int, int]:
+    """(memory, disk) an import takes: the weights in `dtype` twice in memory (the loader's
+    tensors and the saved copy's buffers) plus the runtime, once on disk plus the tokenizer."""
+    weights = (info.parameters or info.size_bytes * 2) * DTYPES[dtype]
+    return 2 * weights + (600 << 20), weights + (64 << 20)
+
+
+def check_room(info: GgufInfo, dtype: str, folder: str) -> None:
+    memory, disk = needed_bytes(info, dtype)
+    free_memory = _memory_available()
+    if free_memory is not None and free_memory < memory:
+        smaller = " or import in bfloat16 (set the precision)" if dtype == "float32" else ""
+        raise ModelError(
+            f"Importing {info.name} ({info.parameters or 0:,} parameters) in {dtype} needs about "
+            f"{size_text(memory)} of memory; {size_text(free_memory)} is free. Close other "
+            f"programs{smaller}, or choose a smaller model."
+        )
+    os.makedirs(folder, exist_ok=True)
+    free_disk = shutil.disk_usage(folder).free
+    if free_disk < disk:
+        raise ModelError(
+            f"Importing {info.name} in {dtype} writes about {size_text(disk)} to {folder}; the "
+            f"disk has {size_text(free_disk)} free. Free some space, or set {CACHE_ENV} to a "
+            "folder on a disk with room."
+        )
+
+
+@contextlib.contextmanager
+def _tensor_progress(report: Callable[[int, int], None]):
+    """Each tensor transformers' legacy GGUF loader dequantizes, reported (instead of its tqdm
+    bar on stderr): that is where an import spends its time."""
+    try:
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:
+        yield
+        return
+    original = getattr(gguf_utils, "tqdm", None)
+
+    def counted(iterable, *args, **kwargs):
+        items = list(iterable)
+        for i, item in enumerate(items):
+            yield item
+            report(i + 1, len(items))
+
+    gguf_utils.tqdm = counted
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
+def _strip_quantizer(model) -> None:
+    """Remove the GGUF quantizer's marks from a model whose weights are dequantized tensors, so
+    save_pretrained saves it and the saved config does not ask for the GGUF loader again."""
+    model.hf_quantizer = None
+    for attr in ("is_quantized", "quantization_method"):
+        if attr in vars(model):
+            delattr(model, attr)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    if getattr(model, "is_quantized", False):
+        model.is_quantized = False
+
+
+def _gguf_link(path: str, scratch: str) -> tuple[str, str]:
+    """(folder, file name) for from_pretrained's gguf_file: the file itself, or, for a file
+    without the .gguf suffix (an Ollama blob), a link to it named model.gguf."""
+    real = os.path.realpath(path)
+    if real.endswith(".gguf"):
+        return os.path.dirname(real), os.path.basename(real)
+    link = os.path.join(scratch, "model.gguf")
+    try:
+        os.symlink(real, link)
+    except OSError:
+        shutil.copyfile(real, link)
+    return scratch, "model.gguf"
+
+
+class _Clock:
+    """Progress with the time left, from how fast the fraction has grown; within a stage, at
+    most one report per 5 % or 3 seconds (a model has hundreds of tensors)."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress, self.t0 = progress, time.monotonic()
+        self.last = (-1.0, 0.0, "")  # fraction, time, stage of the last report
+
+    def __call__(self, fraction: float, message: str) -> None:
+        if self.progress is None:
+            return
+        now = time.monotonic()
+        stage = message.split(":")[0]
+        last_fraction, last_time, last_stage = self.last
+        routine = stage == last_stage and fraction < 1
+        if routine and fraction - last_fraction < 0.05 and now - last_time < 3:
+            return
+        self.last = (fraction, now, stage)
+        elapsed = now - self.t0
+        if 0.05 < fraction < 1 and elapsed > 1:
+            left = elapsed / fraction * (1 - fraction)
+            message += f" (about {_duration(left)} left)"
+        self.progress(min(max(fraction, 0.0), 1.0), message)
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds} s" if seconds < 90 else f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+def import_gguf(path: str, dtype: str = "float32", progress: Progress | None = None) -> str:
+    """The model folder of the GGUF at `path`, imported in `dtype` ("float32", "bfloat16",
+    "float16") now or reused from an earlier import. `progress(fraction, message)` hears how it
+    goes (start, dequantizing, saving, done). ModelError for a file that is not a readable GGUF,
+    an architecture or quantization transformers cannot read, too little memory or disk."""
+    if dtype not in DTYPES:
+        raise ModelError(f"Import precision '{dtype}': choose one of {', '.join(DTYPES)}.")
+    path = os.path.expanduser(path)
+    info = read_gguf_info(path)
+    folder = import_folder(path, dtype)
+    if _is_complete(folder):
+        return folder
+    clock = _Clock(progress or _default_progress)
+    clock(0.0, f"Importing {info.name} ({info.quantization}, {size_text(info.size_bytes)})")
+    import torch  # noqa: F401  (after the header checks: torch makes the newer loader's
+    # architectures known to supported_architectures)
+
+    check_supported(info)
+    check_room(info, dtype, os.path.dirname(folder))
+    started = time.time()
+    scratch = tempfile.mkdtemp(prefix=f".{os.path.basename(folder)}.", dir=os.path.dirname(folder))
+    try:
+        _dequantize_and_save(path, info, dtype, scratch, clock)
+        record = {
+            "source": os.path.abspath(path),
+            "size_bytes": info.size_bytes,
+            "name": info.name,
+            "architecture": info.architecture,
+            "quantization": info.quantization,
+            "parameters": info.parameters,
+            "dtype": dtype,
+            "imported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "seconds": round(time.time() - started, 1),
+        }
+        with open(os.path.join(scratch, RECORD), "w", encoding="utf-8") as fh:
+            json.dump(record, fh, indent=2)
+        os.chmod(scratch, 0o755)  # mkdtemp made it private; the cache's other folders are not
+        try:
+            os.rename(scratch, folder)
+        except OSError:  # another process finished the same import first: keep theirs
+            if not _is_complete(folder):
+                raise
+    except OSError as exc:
+        if getattr(exc, "errno", None) == 28:  # ENOSPC
+            raise ModelError(
+                f"The disk filled up while {info.name} was imported into {folder}; what was "
+                f"written has been removed. Free some space, or set {CACHE_ENV} to another disk."
+            ) from None
+        raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    clock(1.0, f"Imported {info.name} into {folder}")
+    return folder
+
+
+def _dequantize_and_save(path: str, info: GgufInfo, dtype: str, out: str, clock: _Clock) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    links = tempfile.mkdtemp(prefix="gguf-link-")
+    try:
+        where, name = _gguf_link(path, links)
+
+        def dequantized(done: int, total: int) -> None:
+            clock(0.05 + 0.75 * done / total, f"Dequantizing {info.name}: tensor {done}/{total}")
+
+        clock(0.02, f"Reading {info.name}'s tokenizer")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=name)
+            with _tensor_progress(dequantized):
+                model = AutoModelForCausalLM.from_pretrained(
+                    where, gguf_file=name, dtype=getattr(torch, dtype)
+                )
+        except (ValueError, KeyError, NotImplementedError) as exc:
+            raise ModelError(
+                f"transformers could not read {path} ({info.architecture}, {info.quantization}): "
+                f"{exc}. Supported architectures: {', '.join(supported_architectures())}."
+            ) from exc
+    finally:
+        shutil.rmtree(links, ignore_errors=True)
+    clock(0.82, f"Saving {info.name} as a safetensors folder")
+    _strip_quantizer(model)
+    model.config.name_or_path = os.path.abspath(path)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    clock(0.98, "Checking the saved folder")
+    if not os.path.isfile(os.path.join(out, "config.json")):
+        raise ModelError(f"Saving the import of {path} wrote no config.json into {out}.")
+
+
+def import_events(path: str, dtype: str, step: int = 0) -> Iterator[LogMessage]:
+    """Import the GGUF at `path` in `dtype` (on a worker thread) unless it is imported already,
+    yielding its progress as log events: how the trainer shows an import in the window and on
+    the command line before the run starts. Raises what import_gguf raises."""
+    path = os.path.expanduser(path)
+    if not is_gguf_file(path) or imported_folder(path, dtype):
+        return
+    messages: queue.Queue = queue.Queue()
+    outcome: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            import_gguf(path, dtype, lambda f, m: messages.put(f"{m} [{f:.0%}]"))
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome.append(exc)
+        finally:
+            messages.put(None)
+
+    worker = threading.Thread(target=work, name="gguf-import", daemon=True)
+    worker.start()
+    while (message := messages.get()) is not None:
+        yield LogMessage(step, "info", message)
+    worker.join()
+    if outcome:
+        raise outcome[0]
+
+
+def _main(argv: list[str]) -> int:
+    dtype = "float32"
+    if "--dtype" in argv:
+        i = argv.index("--dtype")
+        dtype, argv = argv[i + 1], argv[:i] + argv[i + 2 :]
+    for arg in argv:
+        if not is_gguf_file(arg):
+            print(f"{arg}: not a GGUF file", file=sys.stderr)
+            return 2
+        print(import_gguf(arg, dtype, lambda f, m: print(f"{f:4.0%} {m}", file=sys.stderr)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))
