@@ -1,10 +1,16 @@
 """The Model panel: which model to train, how to load it (quantization), its LoRA adapters, and
 what this computer offers (GPU name and VRAM, or CPU and RAM).
 
-The model box takes a local folder, a hub id or builtin:demo, and lists the models already in the
-local Hugging Face cache (scanned off the GUI thread). 4-bit quantization is disabled, with the
-reason, when the device probe finds no CUDA GPU. Edits go to the session model only.
-Try it: tests/ui/panels/test_panels.py.
+The model box takes a local folder, a hub id, builtin:demo or a GGUF file, and lists the models
+already in the local Hugging Face cache. Beside it, a table lists the GGUF models Ollama and LM
+Studio keep on this computer (name, app, architecture, quantization, size; the path in the
+tooltip): choosing one puts its file (an Ollama blob has no .gguf suffix) into
+model.name_or_path. Both scans run off the GUI thread. A GGUF model gets a note saying what
+happens to it: imported once (dequantized into a model folder in the app's cache, reused next
+time; engine/models/gguf_import.py), and, from a quantized file, a little below the original
+model. 4-bit quantization is disabled, with the reason, when the device probe finds no CUDA GPU.
+Edits go to the session model only.
+Try it: tests/ui/panels/test_panels.py, tests/ui/panels/test_model_list.py.
 """
 
 from __future__ import annotations
@@ -13,22 +19,39 @@ import os
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QComboBox,
     QFileDialog,
     QGroupBox,
     QHBoxLayout,
+    QHeaderView,
     QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
+from grpo_desktop.engine.errors import UserError
+from grpo_desktop.engine.export.modelfile import grpo_model_name
+from grpo_desktop.engine.models.gguf_import import cache_root, imported_folder, quantization_bits
+from grpo_desktop.engine.models.gguf_info import is_gguf_file, read_gguf_info
+from grpo_desktop.engine.models.local_models import lmstudio_roots, ollama_roots
+from grpo_desktop.engine.units import size_text
 from grpo_desktop.ui.common.form import ConfigForm, messages_for, tooltip_for
 from grpo_desktop.ui.common.tasks import BackgroundTasks
 from grpo_desktop.ui.common.widgets import note_label, set_note, wrapped_label
-from grpo_desktop.ui.run.system_info import cached_models, describe_device, hub_cache_dir
+from grpo_desktop.ui.run.system_info import (
+    cached_models,
+    describe_device,
+    hub_cache_dir,
+    local_models,
+)
 
 BUILTIN = "builtin:demo"
 NO_CUDA = "4-bit needs a CUDA GPU, and PyTorch sees none on this computer."
+LOCAL_COLUMNS = ("Model", "From", "Architecture", "Quantization", "Size")
+PATH_ROLE = Qt.ItemDataRole.UserRole
 
 
 class ModelPanel(QWidget):
@@ -45,18 +68,45 @@ class ModelPanel(QWidget):
         self.model_box.setObjectName("model.name_or_path")
         self.browse_button = QPushButton("Folder…")
         self.browse_button.setToolTip("Choose a local folder with config.json and *.safetensors")
+        self.gguf_button = QPushButton("GGUF file…")
+        self.gguf_button.setToolTip(
+            "Choose a .gguf model file (llama.cpp, LM Studio, Ollama): it is imported once into "
+            "a model folder in the app's cache"
+        )
         self.model_note = note_label("error")
+        self.gguf_note = note_label("info")
+        self.gguf_note.setObjectName("gguf_note")
         self.cache_label = wrapped_label(muted=True)
+        self.local_label = wrapped_label(muted=True)
+        self.local_list = QTreeWidget()
+        self.local_list.setObjectName("local_models")
+        self.local_list.setHeaderLabels(list(LOCAL_COLUMNS))
+        self.local_list.setRootIsDecorated(False)
+        self.local_list.setAlternatingRowColors(True)
+        self.local_list.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # keep the file's name
+        self.local_list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.local_list.setToolTip("Click a model to train it")
+        header = self.local_list.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for column in range(1, len(LOCAL_COLUMNS)):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        self.local_list.hide()
+        self.local: list = []  # the LocalModels of the last scan
         self.device_label = wrapped_label()
 
         pick = QHBoxLayout()
         pick.addWidget(self.model_box, 1)
         pick.addWidget(self.browse_button)
+        pick.addWidget(self.gguf_button)
         model_box = QGroupBox("Model")
         col = QVBoxLayout(model_box)
         col.addLayout(pick)
         col.addWidget(self.model_note)
+        col.addWidget(self.gguf_note)
         col.addWidget(self.cache_label)
+        col.addWidget(self.local_label)
+        col.addWidget(self.local_list)
         col.addWidget(self.device_label)
 
         self.quant_form = ConfigForm(
@@ -96,13 +146,18 @@ class ModelPanel(QWidget):
         self.model_box.lineEdit().editingFinished.connect(self._on_model_box_edited)
         self.model_box.activated.connect(self._on_model_box_edited)
         self.browse_button.clicked.connect(self._on_browse_clicked)
+        self.gguf_button.clicked.connect(self._on_gguf_clicked)
+        self.local_list.itemClicked.connect(self._on_local_item_chosen)
+        self.local_list.itemActivated.connect(self._on_local_item_chosen)
         model.config_changed.connect(self._on_model_config_changed)
         model.config_replaced.connect(self._load)
         model.device_info_changed.connect(self._on_model_device_info_changed)
         self._fill_models([])
         self._load()
         self._on_model_device_info_changed(model.device_info)
+        self.local_label.setText("Looking for Ollama and LM Studio models on this computer…")
         self.tasks.submit("scan", cached_models, self._on_scan_done)
+        self.tasks.submit("local", local_models, self._on_local_scan_done)
 
     # -- model choice
 
@@ -140,6 +195,108 @@ class ModelPanel(QWidget):
                 "local folder."
             )
 
+    def _on_local_scan_done(self, found, error) -> None:
+        models, skipped = found if found else ([], [])
+        self.local = list(models)
+        self.local_list.clear()
+        for m in self.local:
+            values = (m.name, m.app, m.architecture, m.quantization, size_text(m.size_bytes))
+            item = QTreeWidgetItem(list(values))
+            item.setData(0, PATH_ROLE, m.path)
+            for column in range(len(LOCAL_COLUMNS)):
+                item.setToolTip(column, f"{m.app}: {m.path}")
+            self.local_list.addTopLevelItem(item)
+        rows = min(max(len(self.local), 1), 6)
+        row_height = self.local_list.sizeHintForRow(0) if self.local else 20
+        self.local_list.setFixedHeight(
+            self.local_list.header().sizeHint().height() + rows * max(row_height, 18) + 6
+        )
+        self.local_list.setVisible(bool(self.local))
+        looked = "\n".join(["Looked in:", *ollama_roots(), *lmstudio_roots()])
+        if error is not None:
+            text = f"Could not look for Ollama and LM Studio models: {error}"
+        elif self.local:
+            text = (
+                f"{len(self.local)} model(s) that Ollama and LM Studio keep on this computer; "
+                "click one to train it (its GGUF file is imported once)."
+            )
+        else:
+            text = (
+                "No Ollama or LM Studio models on this computer (hover for the folders looked in)."
+            )
+        if skipped:
+            text += f" {len(skipped)} could not be read (hover for why)."
+            looked += "\n\nNot listed:\n" + "\n".join(why for _path, why in skipped)
+        self.local_label.setText(text)
+        self.local_label.setToolTip(looked)
+        self._select_local()
+        self._refresh_gguf_note()
+
+    def _on_local_item_chosen(self, item: QTreeWidgetItem, _column: int = 0) -> None:
+        path = item.data(0, PATH_ROLE)
+        if path and path != self.model.value("model", "name_or_path"):
+            self._show_path(path)
+            self.model.set_value("model", "name_or_path", path)
+
+    def _show_path(self, path: str) -> None:
+        """A chosen file in the model box, shown from its start (the folder it is in)."""
+        self.model_box.setEditText(path)
+        self.model_box.lineEdit().setCursorPosition(0)
+
+    def _select_local(self) -> None:
+        """Select the listed model that is the session's, if any."""
+        current = self._real(self.model.value("model", "name_or_path"))
+        self.local_list.blockSignals(True)
+        self.local_list.clearSelection()
+        for i in range(self.local_list.topLevelItemCount()):
+            item = self.local_list.topLevelItem(i)
+            if current and self._real(item.data(0, PATH_ROLE)) == current:
+                item.setSelected(True)
+                self.local_list.scrollToItem(item)
+        self.local_list.blockSignals(False)
+
+    @staticmethod
+    def _real(path: str) -> str:
+        return os.path.realpath(os.path.expanduser(path)) if path else ""
+
+    def _refresh_gguf_note(self) -> None:
+        set_note(self.gguf_note, self.gguf_text(self.model.value("model", "name_or_path")))
+
+    def gguf_text(self, value: str) -> str:
+        """What the panel says about a GGUF model ('' for any other model)."""
+        path = os.path.expanduser(value.strip())
+        if not is_gguf_file(path):
+            return ""
+        try:
+            info = read_gguf_info(path)
+        except UserError as exc:
+            return str(exc)
+        origin = next((m for m in self.local if self._real(m.path) == self._real(path)), None)
+        what = f"{origin.name} from {origin.app}" if origin else os.path.basename(path)
+        text = (
+            f"GGUF model {what}: {info.architecture}, {info.quantization}, "
+            f"{size_text(info.size_bytes)}. It is imported once, when a run (or Try, Compare, "
+            "an export) first uses it: dequantized into a model folder in the app's cache "
+            f"({cache_root()}) and reused next time."
+        )
+        done = imported_folder(path)
+        if done:
+            text += f" Already imported: {done}."
+        bits = quantization_bits(info.quantization)
+        if bits is not None:
+            text += (
+                f" Its weights are stored in {bits} bits ({info.quantization}): dequantized, they "
+                "are a little below the original model, and training starts from them."
+            )
+        else:
+            text += f" Its weights are {info.quantization}: the import is the original model."
+        if origin is not None and origin.source == "ollama":
+            text += (
+                f" Export as GGUF takes it back to Ollama as {grpo_model_name(origin.name)}, with "
+                "its template and stop words."
+            )
+        return text
+
     def _on_model_box_edited(self, *_args) -> None:
         text = self.model_box.currentText().strip()
         self.model.set_value("model", "name_or_path", text)
@@ -154,6 +311,18 @@ class ModelPanel(QWidget):
         if folder:
             self.model_box.setEditText(folder)
             self.model.set_value("model", "name_or_path", folder)
+
+    def _on_gguf_clicked(self) -> None:
+        start = os.path.expanduser(self.model_box.currentText())
+        path, _filter = QFileDialog.getOpenFileName(
+            self,
+            "Choose a GGUF model file",
+            os.path.dirname(start) if os.path.isfile(start) else os.path.expanduser("~"),
+            "GGUF models (*.gguf);;All files (*)",
+        )
+        if path:
+            self._show_path(path)
+            self.model.set_value("model", "name_or_path", path)
 
     # -- device and quantization
 
@@ -192,6 +361,8 @@ class ModelPanel(QWidget):
         if self.model_box.currentText() != value:
             self.model_box.setEditText(value)
         self._refresh_model_note()
+        self._refresh_gguf_note()
+        self._select_local()
         self._update_quant_note()
 
     def _refresh_model_note(self) -> None:

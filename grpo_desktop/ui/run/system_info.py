@@ -7,7 +7,9 @@
   The result is a dict (see `_PROBE`).
 - `memory_in_use()` is this process's resident memory, plus GPU memory when torch is loaded and
   CUDA is initialised (the training thread imports torch, never the GUI thread).
-- `cached_models()` lists models in the local Hugging Face hub cache (a directory scan).
+- `cached_models()` lists models in the local Hugging Face hub cache (a directory scan);
+  `local_models()` the GGUF models Ollama and LM Studio keep (engine/models/local_models.py:
+  their manifests and folders, each file's header only), with what could not be read.
 """
 
 from __future__ import annotations
@@ -161,3 +163,12 @@ def cached_models(cache_dir: str | None = None) -> list[str]:
         if any(os.path.isfile(os.path.join(snapshots, r, "config.json")) for r in revisions):
             found.append(entry[len("models--") :].replace("--", "/"))
     return found
+
+
+def local_models():
+    """(models, skipped): the models Ollama and LM Studio keep on this computer, and the
+    (path, reason) of each entry that could not be read (a broken manifest, a missing blob)."""
+    from grpo_desktop.engine.models.local_models import find_local_models
+
+    skipped: list[tuple[str, str]] = []
+    return find_local_models(skipped), skipped
