@@ -1,7 +1,8 @@
 """Will it fit? Peak memory and seconds per step of a run, estimated before anything loads.
 
 `estimate_run(cfg)` reads the model's config.json (a local folder, the built-in demo, or a hub id:
-from the local cache, else only config.json is downloaded), builds the model on torch's meta
+from the local cache, else only config.json is downloaded; a GGUF file not imported yet: the
+sizes in its header, models/gguf_info.py), builds the model on torch's meta
 device to count its parameters (no weights are read or allocated; tied matrices count once, and
 4-bit models count real weights, not packed bytes), finds the device's free memory and speed
 (CUDA: its properties; CPU: a short matmul and copy timing, once per process) and hands the
@@ -59,8 +60,16 @@ def read_model_config(name_or_path: str) -> tuple[dict, str]:
         offline_mode,
         offline_model_message,
     )
+    from grpo_desktop.engine.models.gguf_import import imported_folder
+    from grpo_desktop.engine.models.gguf_info import gguf_model_config, is_gguf_file
     from grpo_desktop.engine.models.loading import resolve_model_path
 
+    expanded = os.path.expanduser(name_or_path.strip())
+    if is_gguf_file(expanded):  # its import's config.json, else its header (nothing imported)
+        folder = imported_folder(expanded)
+        if folder is None:
+            return gguf_model_config(expanded), expanded
+        name_or_path = folder
     path = resolve_model_path(name_or_path)
     if not os.path.isdir(path):
         folder = cached_model_folder(path)
@@ -100,7 +109,15 @@ def count_params(config: dict, path: str, cfg: TrainConfig) -> tuple[Params, lis
     try:
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        hf_config = AutoConfig.from_pretrained(path, trust_remote_code=False)
+        if os.path.isfile(path):  # a GGUF not imported yet: its header's sizes
+            notes.append(
+                "Read from the GGUF file's header: the first run imports it (dequantized to "
+                "the run's precision) into the model cache, once."
+            )
+            sizes = {k: v for k, v in config.items() if k != "model_type"}
+            hf_config = AutoConfig.for_model(config["model_type"], **sizes)
+        else:
+            hf_config = AutoConfig.from_pretrained(path, trust_remote_code=False)
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(hf_config, trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001 - unknown architectures, remote code: use the sizes

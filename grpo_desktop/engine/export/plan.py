@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from grpo_desktop.engine.config import TrainConfig, load_config
 from grpo_desktop.engine.errors import ModelError, UserError
+from grpo_desktop.engine.models.gguf_info import is_gguf_file
 from grpo_desktop.engine.runs.files import is_run_dir, read_run_config
 from grpo_desktop.engine.runs.layout import (
     STATE_FILE,
@@ -100,6 +101,10 @@ def base_location(name_or_path: str) -> tuple[str, bool]:
     expanded = os.path.expanduser(name)
     if os.path.isdir(expanded) and os.path.isfile(os.path.join(expanded, "config.json")):
         return os.path.abspath(expanded), True
+    if is_gguf_file(expanded):  # a GGUF: the folder it was imported into (imported if need be)
+        from grpo_desktop.engine.models.gguf_import import import_gguf, imported_folder
+
+        return imported_folder(expanded) or import_gguf(expanded), True
     looks_local = name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
     if looks_local or os.path.exists(expanded):
         raise MissingBaseModel(

@@ -211,7 +211,9 @@ def _tensor_bytes(kind: int, count: int) -> int:
     return count // block * size
 
 
-def _read(path: str) -> GgufInfo:
+def _read(path: str) -> tuple[GgufInfo, dict]:
+    """The file's GgufInfo and its header's small values (with "tensor_names" and
+    "token_count" added)."""
     size = os.path.getsize(path)
     with open(path, "rb", buffering=1 << 20) as fh:
         header = _Header(fh)
@@ -244,8 +246,9 @@ def _read(path: str) -> GgufInfo:
         eos_id = _int(meta.get("tokenizer.ggml.eos_token_id"))
         types: dict[str, int] = {}
         parameters = data_end = 0
+        names = []
         for _ in range(n_tensors):
-            header.skip_string()
+            names.append(header.string().decode("utf-8", errors="replace"))
             n_dims = header.scalar("<I")
             if n_dims > 8:
                 raise ValueError(f"a tensor of {n_dims} dimensions")
@@ -264,6 +267,7 @@ def _read(path: str) -> GgufInfo:
             fh.seek(tokens_at)
             header.scalar("<I")
             count = header.scalar("<Q")
+            meta["token_count"] = count
             if 0 <= eos_id < count:
                 for _ in range(eos_id):
                     header.skip_string()
@@ -282,7 +286,8 @@ def _read(path: str) -> GgufInfo:
     if quantization is None:
         quantization = max(types, key=types.get) if types else "unknown"
     name = _text(meta.get("general.name")) or os.path.basename(path).removesuffix(".gguf")
-    return GgufInfo(
+    meta["tensor_names"] = names
+    info = GgufInfo(
         path=os.path.abspath(path),
         architecture=arch,
         name=name,
@@ -294,6 +299,7 @@ def _read(path: str) -> GgufInfo:
         eos_token=eos_token,
         tensor_types=tuple(sorted(types)),
     )
+    return info, meta
 
 
 def read_gguf_info(path: str) -> GgufInfo:
@@ -302,6 +308,10 @@ def read_gguf_info(path: str) -> GgufInfo:
     path = os.path.expanduser(path)
     if not os.path.isfile(path):
         raise ModelError(f"GGUF file not found: {path}. Check the path.")
+    return _read_checked(path)[0]
+
+
+def _read_checked(path: str) -> tuple[GgufInfo, dict]:
     try:
         return _read(path)
     except _Truncated:
@@ -316,6 +326,45 @@ def read_gguf_info(path: str) -> GgufInfo:
         ) from exc
     except OSError as exc:
         raise ModelError(f"Could not read {path}: {exc.strerror or exc}.") from exc
+
+
+# Hugging Face config keys and the GGUF keys (after "<architecture>.") they are read from.
+_CONFIG_KEYS = {
+    "max_position_embeddings": "context_length",
+    "hidden_size": "embedding_length",
+    "num_hidden_layers": "block_count",
+    "intermediate_size": "feed_forward_length",
+    "num_attention_heads": "attention.head_count",
+    "num_key_value_heads": "attention.head_count_kv",
+    "head_dim": "attention.key_length",
+    "rope_theta": "rope.freq_base",
+    "rms_norm_eps": "attention.layer_norm_rms_epsilon",
+    "vocab_size": "vocab_size",
+}
+
+
+def gguf_model_config(path: str) -> dict:
+    """A Hugging Face config.json's sizes, read from the GGUF header at `path` without importing
+    it: what "Will it fit?" needs (model_type, hidden_size, layers, heads, vocabulary, whether
+    the embeddings are tied: no separate output.weight). Raises what read_gguf_info raises."""
+    path = os.path.expanduser(path)
+    if not os.path.isfile(path):
+        raise ModelError(f"GGUF file not found: {path}. Check the path.")
+    info, meta = _read_checked(path)
+    arch = info.architecture
+    config: dict = {"model_type": canonical_architecture(arch)}
+    for key, gguf_key in _CONFIG_KEYS.items():
+        value = meta.get(f"{arch}.{gguf_key}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            config[key] = value
+    if "vocab_size" not in config and isinstance(meta.get("token_count"), int):
+        config["vocab_size"] = meta["token_count"]
+    config["tie_word_embeddings"] = "output.weight" not in meta["tensor_names"]
+    for key in ("bos_token_id", "eos_token_id"):
+        value = _int(meta.get(f"tokenizer.ggml.{key}"))
+        if value is not None:
+            config[key] = value
+    return config
 
 
 def canonical_architecture(arch: str) -> str:
