@@ -89,7 +89,7 @@ def cmd_score(args) -> int:
         if refusal:
             return fail(refusal)
         rows = read_score_file(args.input)
-        results = _write(cfg.rewards, rows, args.output)
+        results = _write(cfg.rewards, rows, args.output, cfg.data)
     except UserError as exc:
         return fail(str(exc))
     except BrokenPipeError:  # the reader stopped early (`| head`): not an error
@@ -102,13 +102,13 @@ def cmd_score(args) -> int:
     return EXIT_OK
 
 
-def _write(rewards, rows, output: str | None) -> list[dict]:
+def _write(rewards, rows, output: str | None, data=None) -> list[dict]:
     """Score the rows and write one JSON line each; returns the results."""
     from grpo_desktop.engine.rewards.score_file import ScoreFileError, score_rows
 
     results: list[dict] = []
     if output is None:
-        for result in score_rows(rewards, rows):
+        for result in score_rows(rewards, rows, data=data):
             results.append(result)
             sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         sys.stdout.flush()
@@ -119,7 +119,7 @@ def _write(rewards, rows, output: str | None) -> list[dict]:
     fd, tmp = tempfile.mkstemp(prefix=".score-", suffix=".jsonl", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for result in score_rows(rewards, rows):
+            for result in score_rows(rewards, rows, data=data):
                 results.append(result)
                 fh.write(json.dumps(result, ensure_ascii=False) + "\n")
         os.replace(tmp, output)

@@ -134,7 +134,12 @@ class RewardLab:
     the groups are the rows' own (contiguous, equal sizes, as a run writes them)."""
 
     def __init__(
-        self, rollouts: list[LabRollout], *, builtin: bool = False, run_checker_source: str = ""
+        self,
+        rollouts: list[LabRollout],
+        *,
+        builtin: bool = False,
+        run_checker_source: str = "",
+        data=None,
     ):
         if not rollouts:
             raise ValueError("the Lab needs at least one rollout")
@@ -143,6 +148,13 @@ class RewardLab:
         # The checker source the recorded "custom" scores came from (the run's); those are
         # reused without running anything while the Lab's source is the same.
         self.run_checker_source = run_checker_source
+        # A reasoning-gym task run's data settings (a DataConfig): accuracy is then the task's
+        # own checker, as in the run (rewards/task_score.py); None: the app's checker.
+        self._task = None
+        if data is not None and getattr(data, "source", "") == "task":
+            from grpo_desktop.engine.rewards.task_score import TaskVerifier
+
+            self._task = TaskVerifier(data)
         self._accuracy: dict[tuple, list] = {}
         self._format: dict[tuple, list[float]] = {}
         self._custom: dict[tuple[str, str, str, str], CheckResult] = {}
@@ -162,8 +174,9 @@ class RewardLab:
         )
 
     @classmethod
-    def from_rows(cls, rows: list[dict], run_checker_source: str = "") -> RewardLab:
-        """A step's rollout rows (Rollouts.full_rows(): with "prompt") in their group order."""
+    def from_rows(cls, rows: list[dict], run_checker_source: str = "", data=None) -> RewardLab:
+        """A step's rollout rows (Rollouts.full_rows(): with "prompt") in their group order;
+        `data`: the run's data settings (a task run is scored by the task's checker)."""
         return cls(
             [
                 LabRollout(
@@ -178,6 +191,7 @@ class RewardLab:
                 for r in rows
             ],
             run_checker_source=run_checker_source,
+            data=data,
         )
 
     # ---------------------------------------------------------------- the group
@@ -204,6 +218,16 @@ class RewardLab:
         """Every rollout's accuracy verdict under the checker settings of `s` (cached)."""
         key = (s.answer_extraction, s.answer_checker, s.answer_tag, s.think_tag)
         key += (s.numeric_tolerance,)
+        if key not in self._accuracy and self._task is not None:
+            self._accuracy[key] = self._task.verdicts(
+                [r.prompt for r in self.rollouts],
+                [r.completion for r in self.rollouts],
+                [r.answer for r in self.rollouts],
+                mode=s.answer_extraction,
+                answer_tag=s.answer_tag,
+                think_tag=s.think_tag,
+                checker=s.answer_checker,
+            )
         if key not in self._accuracy:
             self._accuracy[key] = accuracy_verdicts(
                 [r.completion for r in self.rollouts],

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo_desktop.engine.config import RewardsConfig, TrainConfig, validate
+from grpo_desktop.engine.config import DataConfig, RewardsConfig, TrainConfig, validate
 from grpo_desktop.engine.data.gold import parse_answer
 from grpo_desktop.engine.errors import UserError
 from grpo_desktop.engine.rewards.functions import RewardSet, extract_answer
@@ -165,7 +165,10 @@ def _number(value: float | None) -> float | None:
 
 
 def score_rows(
-    rewards: RewardsConfig, rows: list[SampleRow], batch_size: int = BATCH_SIZE
+    rewards: RewardsConfig,
+    rows: list[SampleRow],
+    batch_size: int = BATCH_SIZE,
+    data: DataConfig | None = None,
 ) -> Iterator[dict[str, Any]]:
     """One result dict per row, in order, scored `batch_size` rows at a time:
 
@@ -177,9 +180,12 @@ def score_rows(
     `error` is the custom checker's error text. `extracted` and `reasons` come from the accuracy
     checker when it reports them; else `extracted` is `extract_answer`'s and `reasons` is {}.
 
+    `data`: the run's data settings; for a reasoning-gym task the accuracy is the task's own
+    checker (rewards/task_score.py), which finds each row's problem by its `prompt`.
+
     Raises CheckerError (a UserError) when a custom checker cannot load; errors of single calls
     are results (`error`), never exceptions."""
-    with RewardSet(rewards) as reward_set:
+    with RewardSet(rewards, data) as reward_set:
         for start in range(0, len(rows), batch_size):
             chunk = rows[start : start + batch_size]
             completions = [r.completion for r in chunk]
@@ -258,11 +264,11 @@ def summary_line(summary: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def score_file(path: str, rewards: RewardsConfig) -> ScoreReport:
+def score_file(path: str, rewards: RewardsConfig, data: DataConfig | None = None) -> ScoreReport:
     """Read, check and score a whole sample file (what the app's "Test on a file…" runs)."""
     problems = reward_problems(rewards)
     if problems:
         raise ScoreFileError("The reward settings need fixing:\n  - " + "\n  - ".join(problems))
     rows = read_score_file(path)
-    results = list(score_rows(rewards, rows))
+    results = list(score_rows(rewards, rows, data=data))
     return ScoreReport(rows, results, summarize(results), weights_of(rewards))

@@ -159,6 +159,8 @@ class TaskVerifier:
 
     def _score(self, problem: str, answer: str | None, reference: str) -> tuple[float | None, str]:
         found = self.entry(problem)
+        if found is None and not str(reference or "").strip():
+            return None, "no reference answer: not one of the task's problems"
         if found is None:
             dataset = self.problems.datasets[0]
             entry = {"question": problem, "answer": reference, "metadata": {}}

@@ -25,7 +25,7 @@ from grpo_desktop.engine.data.sources import FILE_EXTENSIONS, open_source
 from grpo_desktop.engine.errors import DataError, UserError
 from grpo_desktop.engine.grpo.evaluate import EVAL_BATCH, _answer_batches
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission
-from grpo_desktop.engine.rewards.functions import accuracy_options, accuracy_verdicts
+from grpo_desktop.engine.rewards.task_score import accuracy_verdicts_for
 from grpo_desktop.engine.runs.files import read_run_config
 from grpo_desktop.engine.variants.compare_table import CompareRow, CompareSummary, summarize
 from grpo_desktop.engine.variants.eval_target import held_out_examples
@@ -192,7 +192,8 @@ def _answer(mv, variant, chunk, cfg, done, total, progress, cancel) -> list[str]
 
 def _rows(chunk: list[Example], texts_a: list[str], texts_b: list[str], cfg: TrainConfig):
     gold = [ex.answer for ex in chunk]
-    verdicts_a, verdicts_b = (_verdicts(texts, gold, cfg) for texts in (texts_a, texts_b))
+    problems = [ex.problem for ex in chunk]
+    verdicts_a, verdicts_b = (_verdicts(problems, texts, gold, cfg) for texts in (texts_a, texts_b))
     for ex, text_a, text_b, va, vb in zip(chunk, texts_a, texts_b, verdicts_a, verdicts_b):
         yield CompareRow(
             ex.problem,
@@ -206,8 +207,9 @@ def _rows(chunk: list[Example], texts_a: list[str], texts_b: list[str], cfg: Tra
         )
 
 
-def _verdicts(texts: list[str], gold: list[str], cfg: TrainConfig):
-    return accuracy_verdicts(texts, gold, **accuracy_options(cfg.rewards))
+def _verdicts(problems: list[str], texts: list[str], gold: list[str], cfg: TrainConfig):
+    """The run's accuracy verdicts (a reasoning-gym task run: the task's own checker)."""
+    return accuracy_verdicts_for(cfg.data, cfg.rewards, problems, texts, gold)
 
 
 def compare_run(

@@ -149,9 +149,12 @@ def _rewards(cfg: TrainConfig, run_checker: bool) -> RewardsConfig:
     return cfg.rewards
 
 
-def _score(rewards: RewardsConfig, problem: str, gold: str | None, texts: list[str]) -> list[dict]:
+def _score(
+    rewards: RewardsConfig, problem: str, gold: str | None, texts: list[str], data=None
+) -> list[dict]:
+    """Each text scored as the run scores (`data`: a task run's checker finds the problem)."""
     rows = [SampleRow(i + 1, t, gold or "", problem) for i, t in enumerate(texts)]
-    return list(score_rows(rewards, rows))
+    return list(score_rows(rewards, rows, data=data))
 
 
 def answer_prompt(
@@ -247,7 +250,7 @@ def answer_prompt(
         if not run_checker and cfg.rewards.custom_checker.strip() and cfg.rewards.custom_weight > 0:
             notes.append(UNTRUSTED)
     rewards = _rewards(cfg, run_checker)
-    found = _score(rewards, problem, gold, [texts[i] for i in scored]) if scored else []
+    found = _score(rewards, problem, gold, [texts[i] for i in scored], cfg.data) if scored else []
     scores: list[dict | None] = [None] * n
     for i, score in zip(scored, found):
         scores[i] = score

@@ -209,7 +209,7 @@ class RewardLabView(QWidget):
         if not rows:
             return False
         config, source = self._run_config()
-        lab = RewardLab.from_rows(rows, run_checker_source=source)
+        lab = RewardLab.from_rows(rows, run_checker_source=source, data=config.data)
         try:
             lab.group_size(LabSettings())
         except ValueError:  # not whole groups of equal size: no run writes that
