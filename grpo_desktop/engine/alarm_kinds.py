@@ -43,6 +43,16 @@ _KINDS = (
         "the problems are too easy or too hard for the model.",
     ),
     AlarmKind(
+        "format_flat",
+        "Format teaches nothing",
+        "warning",
+        "The format reward gave every answer in a group the same score, step after step, so it "
+        "added nothing to any advantage: its weight is wasted. The usual cause is a model that "
+        "never writes all the think and answer tags while the format credit is all-or-nothing: "
+        "every answer scores 0. Partial credit per tag (Format credit: per tag) lets the answers "
+        "with more tags win, so the model can learn the format step by step.",
+    ),
+    AlarmKind(
         "truncation",
         "Answers cut off",
         "warning",

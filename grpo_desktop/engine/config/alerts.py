@@ -103,7 +103,8 @@ class AlertsConfig:
         label="No-signal steps in a row",
         min=1,
         max=1000,
-        help="The no-signal alarm goes off after this many such steps running.",
+        help="The no-signal alarm goes off after this many such steps running; so does 'Format "
+        "teaches nothing', after this many steps in which no answer earned any format credit.",
         advanced=True,
     )
     truncation_share: float = option(

@@ -23,6 +23,7 @@ from typing import Any
 from grpo_desktop.engine.alarm_kinds import alarm
 from grpo_desktop.engine.config.alerts import AlertsConfig
 from grpo_desktop.engine.events import Alert
+from grpo_desktop.engine.health.format_rules import FormatRules, credit_of
 from grpo_desktop.engine.health.hacking import SPREAD_STEPS, HackingRules, field_of, number, pct
 
 MEDIAN_WINDOW = 50  # steps a running median looks back over
@@ -38,7 +39,7 @@ TRACKED = (
 _SKIPPED_LINE = '{"type": "rollouts"'  # replaying a log needs no rollouts
 
 
-class HealthMonitor(HackingRules):
+class HealthMonitor(HackingRules, FormatRules):
     """The health alarms of one run (a resumed run: replay its log first). What raises each kind
     (defaults in brackets):
 
@@ -52,6 +53,9 @@ class HealthMonitor(HackingRules):
       Σ cov(w·format, total) / Σ var(total)).
     - no_signal: frac_reward_zero_std ≥ [0.8] for [5] steps running; the rollouts say whether
       the groups without spread were all right (too easy) or all wrong (too hard).
+    - format_flat: the format part (weight > 0) scored 0 on every answer for [5] steps running
+      (no_signal_steps), so it had no spread in any group: typically no answer used all the tags
+      under all-or-nothing credit (engine/health/format_rules.py).
     - truncation: completions/clipped_ratio ≥ [0.5] for [3] steps running.
     - length_drift / length_collapse: mean length ≥ 1.5× or ≤ 0.5× / ≤ [0.2]× the mean of the
       first [10] steps, [3] steps running (a collapse also counts as the drift).
@@ -72,6 +76,8 @@ class HealthMonitor(HackingRules):
         self.streaks: dict[str, int] = {}
         self.groups: dict[int, tuple[int, int, int]] = {}  # step -> (no spread, all right, wrong)
         self.spread: deque = deque(maxlen=SPREAD_STEPS)  # (step, format cov, total var)
+        self.format_credit = "all"  # rewards.format_credit of the run
+        self.format_steps: dict[int, tuple[bool, float, float]] = {}  # see format_rules
 
     # ------------------------------------------------------------------ feeding
 
@@ -115,6 +121,7 @@ class HealthMonitor(HackingRules):
             "custom": r.get("custom_weight", 0.0) if (r.get("custom_checker") or "").strip() else 0,
         }
         self.weights = {k: float(w) for k, w in weights.items() if number(w) and w > 0}
+        self.format_credit = credit_of(config)
 
     def _raise(self, kind: str, step: int, message: str, advice: str) -> list[Alert]:
         if kind in self.raised or self._replaying:
@@ -150,6 +157,7 @@ class HealthMonitor(HackingRules):
         for old in [s for s in self.groups if s <= step - 2 * MEDIAN_WINDOW]:
             del self.groups[old]
         self.spread.append((step, fmt_cov, total_var))
+        self._on_format_rows(step, list(field_of(event, "rows") or []))
 
     # ------------------------------------------------------------------ steps
 
@@ -170,6 +178,7 @@ class HealthMonitor(HackingRules):
             "grad_spike", step, number(m.get("grad_norm")), self.settings.grad_factor
         )
         out += self._format_dominates(step)
+        out += self._format_flat(step)
         return out
 
     def _streak(self, name: str, active: bool) -> int:

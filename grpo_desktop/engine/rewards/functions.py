@@ -362,8 +362,9 @@ def format_reward(
       - </answer> once, after <answer>, closing a non-empty answer, only whitespace after it.
     A tag written twice earns nothing (nor does a tag whose place is judged against it: <answer>
     after a repeated </think>), and text outside the blocks costs the quarter of the tag it sits
-    beside: before <think>, between the blocks, after </answer>. So "<think>…</think> The answer is 56" scores 0.5, a nested
-    "<think>… <answer>56</answer></think>" 0.5, the full format with a remark after it 0.75.
+    beside: before <think>, between the blocks, after </answer>. So "<think>…</think> The
+    answer is 56" scores 0.5, a nested "<think>… <answer>56</answer></think>" 0.5, the full
+    format with a remark after it 0.75.
     Why: a model that never writes all four tags scores 0 under "all" on every answer, so the
     format reward has no spread in any group and teaches nothing; per tag, an answer with more
     tags beats its siblings from the first step."""

@@ -31,6 +31,14 @@ WHAT_TO_DO = {  # kind: (where to look, what usually helps), in the markup of to
         "their place. "
         "[[lab:signal|See which groups teach]]. See [[no-signal]].",
     ),
+    "format_flat": (
+        "The dashed format line on [[plot-reward]] flat at 0; in the Rollouts tab, whether any "
+        "answer writes the think and answer tags.",
+        "Set *Format credit* to per tag in the Reward panel (partial credit for each well-placed "
+        "tag), so the answers with more tags win. Show the format in the system prompt, with a "
+        "short example answer in the tags. Or set the format weight to 0 if the format does not "
+        "matter to you. [[lab:reward|Compare the credits in the Lab]]. See [[format-credit]].",
+    ),
     "truncation": (
         "[[plot-truncated]] (orange) and [[plot-length]]: the longest answers sit at the limit.",
         "Raise *Max completion tokens*, or ask for shorter reasoning in the system prompt. *Mask "

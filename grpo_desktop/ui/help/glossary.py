@@ -86,10 +86,32 @@ much, writing the tags becomes the cheapest win ([[reward-hacking]]).
 A small bonus (1 or 0, before its weight) for answers that put the reasoning in `<think>…</think>` and
 the final answer in `<answer>…</answer>`. It teaches a readable structure that the accuracy
 checker can find; it says nothing about being right. Weight it well below accuracy (0.2 against
-1.0).
+1.0). *Format credit* decides how it is counted: all-or-nothing (the default) or
+[[format-credit|per tag]].
 """,
         "tags",
         "think",
+    ),
+    _term(
+        "format-credit",
+        "Format credit: all-or-nothing or per tag",
+        """
+How the [[format]] reward counts. **all**: 1 only for the whole `<think>…</think><answer>…</answer>`
+format, 0 for anything else. **per tag**: a quarter for each tag in its place — `<think>` opening
+the answer, `</think>` once, `<answer>` once right after it, `</answer>` once closing a non-empty
+answer at the end; a tag written twice earns nothing, and text before, between or after the
+blocks costs the quarter beside it. The full format scores 1 either way.
+
+Why it matters: a real pretrained model asked for the tags often never writes all four. Under
+all-or-nothing every answer then scores 0, the format part has no spread in any [[group]], every
+format [[advantage]] is 0, and the format is never learned (the [[alarm-format_flat]] alarm says
+so). Per tag, the answers that wrote more tags beat their siblings from the first step, so the
+model can climb to the format one tag at a time. [[lab:reward|See it in the Lab]] (the built-in
+group *A small model's first answers*).
+""",
+        "partial credit",
+        "per tag",
+        "format_credit",
     ),
     _term(
         "verifiable-reward",
@@ -393,7 +415,7 @@ out.
 While training, the app watches the metrics and raises an alarm once per run when something looks
 wrong: a banner above the plots with what it saw and what to try, a dashed marker on the plots at
 that step, a log line. The kinds: [[alarm-reward_hacking]], [[alarm-no_signal]],
-[[alarm-truncation]], [[alarm-length_drift]], [[alarm-length_collapse]], [[alarm-kl_blowup]],
+[[alarm-format_flat]], [[alarm-truncation]], [[alarm-length_drift]], [[alarm-length_collapse]], [[alarm-kl_blowup]],
 [[alarm-entropy_collapse]], [[alarm-grad_spike]], [[alarm-checker_errors]],
 [[alarm-checker_timeouts]]. Turn them off or tune their thresholds in the Hyperparameters panel
 (*Health alarms*).

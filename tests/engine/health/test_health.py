@@ -105,9 +105,18 @@ def _all_right(step):
     return rollouts(step, [[(1, 1)] * G] * 4)
 
 
+def _untagged(step):
+    """After step 3 no answer earns format credit (a real model that never writes the tags);
+    accuracy still varies, so the groups have spread."""
+    if step <= 3:
+        return mixed_rollouts(step)
+    return rollouts(step, [[(1, 0), (0, 0), (0, 0), (1, 0)], [(0, 0), (1, 0), (0, 0), (0, 0)]])
+
+
 SCENARIOS = {  # kind: (events, the step it must fire at)
     "reward_hacking": (scenario(_hacked, evals={0: 0.5, 4: 0.49, 8: 0.47, 12: 0.46}), 12),
     "no_signal": (scenario(_set("frac_reward_zero_std", 1.0, after=3), groups=_all_wrong), 8),
+    "format_flat": (scenario(lambda s, m: None, groups=_untagged), 8),
     "truncation": (scenario(_set("completions/clipped_ratio", 0.6, after=4)), 7),
     "length_drift": (scenario(_set("completions/mean_length", 170, after=11)), 14),
     "length_collapse": (scenario(_set("completions/mean_length", 2.0, after=11)), 14),

@@ -1,0 +1,92 @@
+"""The format_flat health alarm (engine/health/monitors.py): the format reward teaches nothing.
+
+A real small model asked for <think>…</think><answer>…</answer> often never writes all four tags:
+the all-or-nothing format reward then scores 0 on every answer, has no spread in any group, and
+its weight is wasted, run after run, with nothing on the plots to say so (the reward still moves
+with accuracy). `FormatRules` is mixed into `HealthMonitor`: it keeps, per step, whether the
+format part had a spread inside any group and the best format score of the step, and raises
+format_flat when for `alerts.no_signal_steps` steps running (default 5) not one answer earned
+any format credit, so no group had a format spread. The advice depends on the credit:
+under "all" switch Format credit to per tag (partial credit); under "per_tag" (no answer wrote a
+single tag) make the system prompt show the format. Torch-free.
+Try it: tests/engine/health/test_format_flat.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grpo_desktop.engine.events import Alert
+from grpo_desktop.engine.health.hacking import number
+
+SPREAD = 1e-9  # format scores closer than this inside a group count as equal
+
+
+def format_state(rows: list[dict]) -> tuple[bool, float, float] | None:
+    """(some group has a format spread, best format score, mean format score) of one step's
+    rows, over the scored answers that have a format score; None when none has one."""
+    by_group: dict[int, list[float]] = {}
+    for r in rows:
+        fmt = number((r.get("rewards") or {}).get("format"))
+        if fmt is not None and number(r.get("reward")) is not None:
+            by_group.setdefault(int(r.get("group", 0) or 0), []).append(fmt)
+    values = [v for group in by_group.values() for v in group]
+    if not values:
+        return None
+    spread = any(len(g) >= 2 and max(g) - min(g) > SPREAD for g in by_group.values())
+    return spread, max(values), sum(values) / len(values)
+
+
+class FormatRules:
+    """Mixin of HealthMonitor: needs its settings, weights, streaks, _streak and _raise, and
+    `format_credit` and `format_steps` (set in HealthMonitor.__init__ and _configure)."""
+
+    format_credit: str
+    format_steps: dict[int, tuple[bool, float, float]]
+
+    def _on_format_rows(self, step: int, rows: list[dict]) -> None:
+        state = format_state(rows)
+        if state is not None:
+            self.format_steps[step] = state
+        for old in [s for s in self.format_steps if s < step - 2 * max(1, self._flat_steps())]:
+            del self.format_steps[old]
+
+    def _flat_steps(self) -> int:
+        return int(self.settings.no_signal_steps)
+
+    def _format_flat(self, step: int) -> list[Alert]:
+        state = self.format_steps.get(step)
+        # Not one answer of the step earned any format credit: every group is flat in format.
+        flat = self.weights.get("format", 0.0) > 0 and state is not None and state[1] <= 0.0
+        n = self._streak("format_flat", flat)
+        if n < self._flat_steps():
+            return []
+        if self.format_credit == "per_tag":
+            message = (
+                f"For {n} steps in a row not one answer wrote a single think or answer tag in "
+                "its place: even with per-tag credit the format reward scored every answer 0, "
+                "so it had no spread in any group and taught nothing."
+            )
+            advice = (
+                "Make the system prompt show the format, with a short example answer in the "
+                "tags, or set the format weight to 0 and train on accuracy alone."
+            )
+        else:
+            message = (
+                f"For {n} steps in a row no answer used all the tags, so the all-or-nothing "
+                "format reward scored every answer 0: it had no spread in any group and taught "
+                "nothing (its weight is wasted)."
+            )
+            advice = (
+                "No answer uses the tags, so the all-or-nothing format reward has no spread and "
+                "teaches nothing; switch Format credit to per tag (partial credit) or make the "
+                "system prompt show the format."
+            )
+        return self._raise("format_flat", step, message, advice)
+
+
+def credit_of(config: Any) -> str:
+    """The format credit of a run_started event's config dict ("all" when it has none)."""
+    rewards = (config or {}).get("rewards") or {}
+    credit = rewards.get("format_credit", "all")
+    return credit if credit in ("all", "per_tag") else "all"
