@@ -375,9 +375,12 @@ def _dequantize_and_save(path: str, info: GgufInfo, dtype: str, out: str, clock:
                     where, gguf_file=name, dtype=getattr(torch, dtype)
                 )
         except (ValueError, KeyError, NotImplementedError) as exc:
+            what = f"the value {exc} is missing" if isinstance(exc, KeyError) else str(exc)
             raise ModelError(
                 f"transformers could not read {path} ({info.architecture}, {info.quantization}): "
-                f"{exc}. Supported architectures: {', '.join(supported_architectures())}."
+                f"{what}. The file may come from a newer llama.cpp than this transformers "
+                f"reads, or be incomplete. Supported architectures: "
+                f"{', '.join(supported_architectures())}."
             ) from exc
     finally:
         shutil.rmtree(links, ignore_errors=True)

@@ -257,7 +257,8 @@ def _read(path: str) -> tuple[GgufInfo, dict]:
                 count *= header.scalar("<Q")
             kind = header.scalar("<I")
             offset = header.scalar("<Q")  # in the data section
-            parameters += count
+            if not names[-1].startswith("rope_"):  # rope_freqs: a table of constants, not weights
+                parameters += count
             data_end = max(data_end, offset + _tensor_bytes(kind, count))
             name = _tensor_type_name(kind)
             types[name] = types.get(name, 0) + count

