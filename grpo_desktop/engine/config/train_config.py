@@ -194,7 +194,10 @@ def validate(cfg: TrainConfig) -> list[str]:
         msgs.append("Choose a model: a local folder, a hub id, or builtin:demo.")
     generated = d.source in ("arithmetic", "task")
     if d.source == "task" and not d.task.strip():
-        msgs.append("Data source 'task' needs a reasoning-gym task name in data.task.")
+        msgs.append(
+            "Data source 'task' needs a reasoning-gym task name (data.task): choose one in the "
+            "Dataset panel."
+        )
     if not isinstance(d.task_options, dict) or not all(isinstance(k, str) for k in d.task_options):
         msgs.append("Task settings (data.task_options) must be an object of name: value pairs.")
     if not generated and not d.path.strip():

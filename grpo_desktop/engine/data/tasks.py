@@ -2,7 +2,7 @@
 
 reasoning-gym (an optional extra: pip install "grpo-desktop[tasks]") generates the verifiable
 problems RLVR practitioners train on (countdown, knights_knaves, gsm_symbolic, ...), each task with
-its own checker. `task_names` and `task_info` are the catalogue the Dataset panel's picker shows
+its own checker. `catalogue`, `task_names` and `task_info` are the catalogue the Dataset panel's picker shows
 (name, one-line description, an example, the task's parameters from its config dataclass);
 `task_problems(cfg)` generates a run's problems: training problems from seed `data.task_seed`,
 held-out ones from a different seed, and training problems whose question is also held out are
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import typing
 from dataclasses import dataclass
 from functools import lru_cache
@@ -116,11 +117,19 @@ def describe(name: str) -> str:
     if name in _DESCRIPTIONS:
         return _DESCRIPTIONS[name]
     dataset_cls, config_cls = _registry()[name]
-    for doc in (dataset_cls.__doc__, config_cls.__doc__):
-        line = (doc or "").strip().splitlines()[0].strip() if (doc or "").strip() else ""
-        if line and not line.startswith(("Configuration", "Config")):
+    for cls in (dataset_cls, config_cls):
+        doc = (cls.__doc__ or "").strip()
+        line = doc.splitlines()[0].strip() if doc else ""
+        line = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", line)  # a markdown link: its text
+        if line and not line.startswith(("Configuration", "Config", cls.__name__ + "(")):
             return line.rstrip(".")
     return name.replace("_", " ").capitalize()
+
+
+def catalogue() -> list[tuple[str, str]]:
+    """(name, one-line description) of every task, sorted by name: the picker's list (no
+    problem is generated, so it is quick)."""
+    return [(name, describe(name)) for name in task_names()]
 
 
 def _kind(hint: Any, default: Any) -> tuple[str, tuple[str, ...]]:

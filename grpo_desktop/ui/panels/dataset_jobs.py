@@ -68,9 +68,12 @@ def read_rows(data: DataConfig, seed: int, n: int = 8) -> dict[str, Any]:
     except UserError as exc:
         out["notes"].append(str(exc))
         out["blocker"] = str(exc)
-    problems = [row.get(data.prompt_column) for row in rows]
+    generated = data.source in ("arithmetic", "task")  # their rows are question and answer
+    prompt_column = "question" if generated else data.prompt_column
+    answer_column = "answer" if generated else data.answer_column
+    problems = [row.get(prompt_column) for row in rows]
     out["problems"] = [None if p is None else str(p) for p in problems]
-    out["answers"] = [parse_answer(row.get(data.answer_column)) for row in rows]
+    out["answers"] = [parse_answer(row.get(answer_column)) for row in rows]
     if rows and all(p is None for p in problems):
         out["notes"].append(f"There is no column '{data.prompt_column}' to take the problems from.")
     return out

@@ -1,7 +1,8 @@
 """The Dataset panel: where the problems come from, which columns hold the problem and the answer,
 and a preview of the first prompts exactly as the model will see them (chat template applied).
 
-Sources: the built-in arithmetic problems, a file, a folder saved with `datasets`, a hub id. The
+Sources: the built-in arithmetic problems, a file, a folder saved with `datasets`, a hub id, a
+reasoning-gym task (picked in panels/task_picker.py, with a form for the task's own settings). The
 column boxes are filled from the real columns. The preview, the row counts and the held-out split
 are computed off the GUI thread (panels/dataset_jobs.py), only while the panel is visible, and
 refreshed shortly after the settings stop changing.
@@ -32,13 +33,16 @@ from grpo_desktop.ui.common.form import ConfigForm, messages_for, tooltip_for
 from grpo_desktop.ui.common.tasks import BackgroundTasks
 from grpo_desktop.ui.common.widgets import note_label, set_note, wrapped_label
 from grpo_desktop.ui.panels.dataset_jobs import apply_template, read_rows
+from grpo_desktop.ui.panels.task_picker import TaskOptionsForm, TaskPickerDialog
 
 SOURCES = (
     ("arithmetic", "Built-in arithmetic problems"),
     ("file", "A file (JSONL, JSON, CSV, Parquet)"),
     ("disk", "A folder saved with datasets"),
     ("hub", "A Hugging Face hub dataset"),
+    ("task", "A reasoning-gym task (generated problems)"),
 )
+GENERATED = ("arithmetic", "task")  # sources with no path and no columns to choose
 PREVIEW_ROWS = 8
 
 
@@ -84,6 +88,28 @@ class DatasetPanel(QWidget):
         )
         form.addRow(self.split_form)
         form.addRow(self.arith_form)
+        self.task_edit = QLineEdit()
+        self.task_edit.setObjectName("data.task")
+        self.task_edit.setToolTip(tooltip_for("data", "task"))
+        self.task_button = QPushButton("Choose…")
+        self.task_button.setToolTip(
+            "Pick a task from reasoning-gym's list, with an example of each"
+        )
+        self.task_note = note_label("error")
+        task_row = QHBoxLayout()
+        task_row.addWidget(self.task_edit, 1)
+        task_row.addWidget(self.task_button)
+        self.task_widget = QWidget()
+        task_col = QVBoxLayout(self.task_widget)
+        task_col.setContentsMargins(0, 0, 0, 0)
+        task_col.addLayout(task_row)
+        task_col.addWidget(self.task_note)
+        form.addRow("Task", self.task_widget)
+        self.task_options = TaskOptionsForm()
+        self.task_options.setToolTip(tooltip_for("data", "task_options"))
+        form.addRow("Task settings", self.task_options)
+        self.task_form = ConfigForm(model, [("data", "task_size"), ("data", "task_seed")])
+        form.addRow(self.task_form)
         self.columns_widget = QWidget()
         cform = QFormLayout(self.columns_widget)
         cform.setContentsMargins(0, 0, 0, 0)
@@ -134,6 +160,9 @@ class DatasetPanel(QWidget):
         self.source_box.activated.connect(self._on_source_box_activated)
         self.path_edit.editingFinished.connect(self._on_path_edit_finished)
         self.browse_button.clicked.connect(self._on_browse_clicked)
+        self.task_edit.editingFinished.connect(self._on_task_edit_finished)
+        self.task_button.clicked.connect(self.choose_task)
+        self.task_options.edited.connect(self._on_task_options_edited)
         model.config_changed.connect(self._on_model_config_changed)
         model.config_replaced.connect(self._load)
         self._load()
@@ -161,13 +190,24 @@ class DatasetPanel(QWidget):
             value = self.model.value("data", name)
             if box.currentText() != value:
                 box.setEditText(value)
-        builtin = source == "arithmetic"
+        builtin = source in GENERATED
         self.source_form.setRowVisible(self.path_widget, not builtin)
         self.browse_button.setVisible(source in ("file", "disk"))
         self.split_form.setVisible(not builtin)
         self.columns_widget.setVisible(not builtin)
-        self.arith_form.setVisible(builtin)
+        self.arith_form.setVisible(source == "arithmetic")
+        task = source == "task"
+        for row in (self.task_widget, self.task_options, self.task_form):
+            self.source_form.setRowVisible(row, task)
+        self.task_edit.setText(self.model.value("data", "task"))
+        if task:  # the task's settings form (loads reasoning-gym: only when a task is shown)
+            self.task_options.show_task(
+                self.model.value("data", "task"), self.model.value("data", "task_options")
+            )
+        else:
+            self.task_options.keep(self.model.value("data", "task_options"))
         problems = self.model.problems()
+        set_note(self.task_note, "\n".join(messages_for(problems, "data", "task")))
         set_note(self.path_note, "\n".join(messages_for(problems, "data", "path")))
         set_note(self.columns_note, "\n".join(messages_for(problems, "data", "prompt_column")))
         self._schedule()
@@ -183,6 +223,23 @@ class DatasetPanel(QWidget):
 
     def _on_path_edit_finished(self) -> None:
         self.model.set_value("data", "path", self.path_edit.text().strip())
+
+    def _on_task_edit_finished(self) -> None:
+        self.model.set_value("data", "task", self.task_edit.text().strip())
+
+    def _on_task_options_edited(self, options: dict) -> None:
+        self.model.set_value("data", "task_options", dict(options))
+
+    def choose_task(self) -> None:
+        """The task picker: a chosen task replaces the task (and its settings go back to the
+        task's defaults)."""
+        dialog = TaskPickerDialog(self, self.model.value("data", "task"))
+        if dialog.exec() == TaskPickerDialog.DialogCode.Accepted and dialog.chosen():
+            name = dialog.chosen()
+            if name != self.model.value("data", "task"):
+                self.model.set_value("data", "task_options", {})
+            self.model.set_value("data", "task", name)
+        dialog.deleteLater()
 
     def _on_browse_clicked(self) -> None:
         if self.model.value("data", "source") == "disk":
@@ -217,7 +274,7 @@ class DatasetPanel(QWidget):
         """Read the first rows in the background, then apply the chat template (newest wins)."""
         self._stale = False
         cfg = self.model.config
-        if cfg.data.source != "arithmetic" and not cfg.data.path.strip():
+        if cfg.data.source not in GENERATED and not cfg.data.path.strip():
             self._on_rows_read(None, None)
             return
         data, seed = dataclasses.replace(cfg.data), cfg.run.seed
@@ -313,5 +370,8 @@ class DatasetPanel(QWidget):
             ("data", "answer_column"),
             *self.split_form.editors,
             *self.arith_form.editors,
+            ("data", "task"),
+            ("data", "task_options"),
+            *self.task_form.editors,
             *self.prompt_form.editors,
         ]

@@ -68,10 +68,14 @@ def other_value(section: str, name: str, current: Any) -> Any:
         return 0.3 if current is None else None
     if (section, name) == ("rewards", "custom_checker"):
         return "def check(completion, answer, prompt):\n    return 1.0\n"
+    if kind is dict:  # data.task_options: the task's own settings
+        return {} if current else {"max_terms": 3}
     return f"{current}-x" if current else "x"
 
 
 def widget_value(w: QWidget) -> Any:
+    if hasattr(w, "options"):  # TaskOptionsForm (data.task_options)
+        return w.options()
     if isinstance(w, SliderSpin):
         return w.value()
     if isinstance(w, QCheckBox):
@@ -99,7 +103,9 @@ def widget_value(w: QWidget) -> Any:
 
 def edit_widget(w: QWidget, value: Any) -> None:
     """Change a widget as a user would, so its edit signals fire."""
-    if isinstance(w, SliderSpin):
+    if hasattr(w, "set_options"):  # TaskOptionsForm (data.task_options)
+        w.set_options(value)
+    elif isinstance(w, SliderSpin):
         w.spin.setValue(value)
     elif isinstance(w, QCheckBox):
         w.setChecked(value)
