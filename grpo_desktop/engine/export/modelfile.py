@@ -8,12 +8,20 @@ every probe exactly (`chat_form`); it is then written as a Go template over Olla
 and `.Messages`. A template that matches no layout gets a plain template and a comment saying so;
 the original still travels in the GGUF file, which llama.cpp and LM Studio use directly.
 
+A run trained on one of Ollama's own models (its weights blob as model.name_or_path; see
+models/local_models.py) goes back to Ollama under the original's name plus '-grpo'
+(`qwen2.5:0.5b` → `qwen2.5-0.5b-grpo`, `grpo_model_name`): `back_to_ollama` rewrites the
+Modelfile with the original's Go template, stop words and parameters as Ollama keeps them, and
+the run's system prompt as SYSTEM, and the export's summary carries the `ollama create` line.
+
 Try it:  python -c "from grpo_desktop.engine.export.modelfile import chat_form; \\
 from grpo_desktop.engine.models.tiny import build_tokenizer; print(chat_form(build_tokenizer()))"
 """
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 
 # Layouts: per role, the text before and after a message's content.
@@ -218,3 +226,92 @@ def _defaults(generation: dict, context_length: int) -> list[str]:
         if generation.get(ours) is not None:
             lines.append(f"PARAMETER {theirs} {generation[ours]}")
     return lines
+
+
+# -- Back to Ollama: a run whose base model is one of Ollama's
+
+
+def grpo_model_name(ollama_name: str) -> str:
+    """The name the trained model is created under: 'qwen2.5:0.5b' → 'qwen2.5-0.5b-grpo'; a
+    ':latest' tag, a namespace and a registry host are left out ('hf.co/u/x:latest' → 'x-grpo')."""
+    base, _, tag = ollama_name.rpartition(":") if ":" in ollama_name else (ollama_name, "", "")
+    model = base.rsplit("/", 1)[-1]
+    name = model if tag in ("", "latest") else f"{model}-{tag}"
+    name = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-.") or "model"
+    return f"{name}-grpo"
+
+
+def _generated_template(text: str) -> str:
+    """The TEMPLATE of a Modelfile `modelfile()` wrote (its triple quotes are escaped inside)."""
+    return text.split('TEMPLATE """', 1)[1].split('"""\n', 1)[0]
+
+
+def _param_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return _quote(str(value))
+
+
+def ollama_modelfile(
+    gguf_name: str, origin, model_name: str, system_prompt: str, generated: str
+) -> str:
+    """The Modelfile that takes a run trained on the Ollama model `origin` (a
+    models.local_models.LocalModel) back to Ollama as `model_name`: the original's Go template,
+    stop words and other parameters as Ollama keeps them, and the run's system prompt (the one
+    the model learnt under). What the original lacks comes from `generated` (the Modelfile
+    `modelfile()` wrote for the same file)."""
+    lines = [
+        f"# Ollama Modelfile written by GRPO Desktop: {origin.name} fine-tuned with GRPO.",
+        f"# Create the model (in this folder, next to {gguf_name}) and run it with:",
+        f"#   ollama create {model_name} -f Modelfile",
+        f"#   ollama run {model_name}",
+        f"FROM ./{gguf_name}",
+        "",
+    ]
+    if origin.template:
+        lines.append(f"# Chat template, stop words and parameters: {origin.name}'s own.")
+        template = origin.template
+    else:
+        lines.append(f"# {origin.name} has no template in Ollama; this is the model's own.")
+        template = _generated_template(generated)
+    lines += [f'TEMPLATE """{_escaped(template)}"""', ""]
+    if origin.stop:
+        lines += [f"PARAMETER stop {_quote(stop)}" for stop in origin.stop]
+    else:  # the stop words the exported model's tokenizer ends an answer with
+        lines += [line for line in generated.splitlines() if line.startswith("PARAMETER stop ")]
+    params = {k: v for k, v in origin.params.items() if k != "stop"}
+    for key, value in params.items():
+        for one in value if isinstance(value, list) else [value]:
+            lines.append(f"PARAMETER {key} {_param_value(one)}")
+    if not params:  # the original sets none: the exported model's own defaults
+        lines += [
+            line for line in generated.splitlines()
+            if line.startswith("PARAMETER ") and not line.startswith("PARAMETER stop ")
+        ]  # fmt: skip
+    if system_prompt:
+        lines += ["", "# The system prompt the run trained with."]
+        lines.append(f'SYSTEM """{_escaped(system_prompt)}"""')
+    return "\n".join(lines) + "\n"
+
+
+def _escaped(text: str) -> str:
+    return text.replace('"""', '\\"\\"\\"')
+
+
+def back_to_ollama(folder: str, origin, model_name: str, system_prompt: str) -> dict:
+    """Rewrite the Modelfile in `folder` (next to the exported .gguf) for `origin`'s Ollama as
+    `model_name`; returns what the export's summary adds: the names and the create line."""
+    gguf_name = next(n for n in sorted(os.listdir(folder)) if n.endswith(".gguf"))
+    path = os.path.join(folder, "Modelfile")
+    with open(path, encoding="utf-8") as fh:
+        generated = fh.read()
+    text = ollama_modelfile(gguf_name, origin, model_name, system_prompt, generated)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return {
+        "ollama_origin": origin.name,
+        "ollama_name": model_name,
+        "ollama_create": f"ollama create {model_name} -f Modelfile",
+    }

@@ -195,7 +195,11 @@ def export(
       `AutoModelForCausalLM.from_pretrained(out_dir)` (export/merge.py). A full fine-tuning run
       exports its own weights; a 4-bit or 8-bit run merges into the base reloaded unquantized in
       bfloat16 (export/plan.py says why, and how large).
-    - `gguf`: the merged model in a temporary folder, then `export.gguf.write_gguf`.
+    - `gguf`: the merged model in a temporary folder, then `export.gguf.write_gguf`. A run on
+      one of Ollama's models goes back to Ollama: the file is named after it
+      (`qwen2.5:0.5b` → qwen2.5-0.5b-grpo-f16.gguf) and the Modelfile keeps its template, stop
+      words and parameters, with the run's system prompt (modelfile.back_to_ollama); the summary
+      adds `ollama_name` and the `ollama_create` line.
     - `trl`: `export.trl_project.write_trl_project` with the run's (or the given) settings.
 
     Before writing, the free space is checked against the expected size; a disk that fills up
@@ -283,7 +287,12 @@ def _write(plan: ExportPlan, tmp: str, outtype: str, stage: _Stages, remote_code
         return export_merge.write_adapter(plan, tmp, stage, remote_code)
     if plan.fmt == "merged":
         return export_merge.write_merged(plan, tmp, stage, remote_code)
-    merged = os.path.join(tmp, ".merged", os.path.basename(plan.out_dir))  # names the .gguf
+    from grpo_desktop.engine.export.modelfile import back_to_ollama, grpo_model_name
+    from grpo_desktop.engine.models.local_models import ollama_origin
+
+    origin = ollama_origin(plan.cfg.model.name_or_path)  # an Ollama model goes back to Ollama
+    model_name = grpo_model_name(origin.name) if origin else os.path.basename(plan.out_dir)
+    merged = os.path.join(tmp, ".merged", model_name)  # names the .gguf
     export_merge.write_merged(
         plan, merged, _Stages(stage.scaled(0.0, 0.6), stage.cancel), remote_code
     )
@@ -299,6 +308,10 @@ def _write(plan: ExportPlan, tmp: str, outtype: str, stage: _Stages, remote_code
         os.replace(os.path.join(gguf_dir, name), os.path.join(tmp, name))
     os.rmdir(gguf_dir)
     summary = dict(result) if isinstance(result, dict) else {}
+    if origin is not None:
+        summary.update(back_to_ollama(tmp, origin, model_name, plan.cfg.data.system_prompt))
+    if "modelfile" in summary:  # where it ends up, not the temporary folder it was written in
+        summary["modelfile"] = os.path.join(plan.out_dir, "Modelfile")
     summary.setdefault("dtype", outtype)
     for key in ("out", "out_dir", "path", "bytes", "seconds"):  # the export's own say these
         summary.pop(key, None)

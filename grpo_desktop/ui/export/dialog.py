@@ -299,9 +299,10 @@ class ExportDialog(QDialog):
     def _on_runner_succeeded(self, summary: dict) -> None:
         self.result = summary
         secs = summary.get("seconds", 0)
-        self.status.setText(
-            f"Exported {size_text(summary['bytes'])} in {secs:.1f} s to {summary['out']}"
-        )
+        text = f"Exported {size_text(summary['bytes'])} in {secs:.1f} s to {summary['out']}"
+        if summary.get("ollama_create"):  # a run on an Ollama model goes back to Ollama
+            text += f". To add it to Ollama, run in that folder: {summary['ollama_create']}"
+        self.status.setText(text)
         self.done_buttons.set_path(summary["out"])
         self.done_buttons.show()
 
