@@ -44,7 +44,8 @@ class ModelConfig:
         "builtin:demo",
         label="Model",
         help="A local folder with a Hugging Face model, a hub id such as Qwen/Qwen2.5-0.5B-Instruct, "
-        "or builtin:demo for the small arithmetic model that ships with the app.",
+        "a GGUF model file (from llama.cpp, LM Studio or Ollama: imported once into the app's "
+        "cache), or builtin:demo for the small arithmetic model that ships with the app.",
     )
     dtype: str = option(
         "auto",
