@@ -136,10 +136,14 @@ def _layouts(cfg: TrainConfig) -> tuple[str, int]:
     return "\n".join(rows), trainers
 
 
-def requirements() -> str:
-    """requirements.txt: the tested versions, pinned."""
+TASKS_REQUIREMENT = "reasoning-gym>=0.1.25"  # a task run's accuracy is the task's own checker
+
+
+def requirements(task: bool = False) -> str:
+    """requirements.txt: the tested versions, pinned (and reasoning-gym for a task run)."""
     lines = [f"grpo-desktop=={__version__}", TORCH_RANGE]
     lines += [f"{name}=={version}" for name, version in TESTED_VERSIONS.items()]
+    lines += [TASKS_REQUIREMENT] if task else []
     return "\n".join(lines) + "\n"
 
 
@@ -225,6 +229,17 @@ def write_trl_project(cfg: TrainConfig, out_dir: str, *, progress: Progress | No
         max_prompt_length=cfg.data.max_prompt_length,
         description=data.source_desc,
     )
+    task = cfg.data.source == "task"
+    if task:  # train.py's accuracy is the task's checker, which regenerates the problems from these
+        d = cfg.data
+        settings["data"]["task"] = {
+            "source": "task",
+            "task": d.task,
+            "task_options": d.task_options,
+            "task_size": d.task_size,
+            "task_seed": d.task_seed,
+            "eval_size": d.eval_size,
+        }
     name = cfg.model.name_or_path.strip()
     model_note = "Pass `--model PATH` to train another copy of it."
     if name.startswith("builtin:"):
@@ -257,7 +272,7 @@ def write_trl_project(cfg: TrainConfig, out_dir: str, *, progress: Progress | No
         text = _template(f"accelerate/{config}").replace("@MIXED_PRECISION@", precision)
         put(f"accelerate/{config}", text)
     put("slurm.sbatch", _template("slurm.sbatch"))
-    put("requirements.txt", requirements())
+    put("requirements.txt", requirements(task))
     put("README.md", _readme(cfg, settings, (len(data.train), len(data.eval)), model_note))
     say(1.0, "Done")
     return {

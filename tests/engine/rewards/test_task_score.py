@@ -149,3 +149,30 @@ def test_train_one_step_of_the_demo_model_on_a_task(tmp_path):
     problems = {ex["question"].strip() for ex in TaskVerifier(cfg.data).problems.train}
     assert set(rollouts.prompts) <= problems
     assert all(r["rewards"]["accuracy"] is not None for r in rollouts.rows)
+
+
+def test_the_exported_trl_project_scores_with_the_tasks_checker(tmp_path):
+    import importlib.util
+
+    from grpo_desktop.engine.export.trl_project import write_trl_project
+
+    cfg = demo_config().replace(
+        data={"source": "task", "task": "countdown", "task_size": 12, "eval_size": 3}
+    )
+    write_trl_project(cfg, str(tmp_path / "trl"))
+    settings = json.loads((tmp_path / "trl" / "settings.json").read_text())
+    assert settings["data"]["task"]["task"] == "countdown"
+    assert "reasoning-gym>=0.1.25" in (tmp_path / "trl" / "requirements.txt").read_text()
+    rows = [json.loads(line) for line in (tmp_path / "trl" / "data" / "train.jsonl").open()]
+    spec = importlib.util.spec_from_file_location("exported_train", tmp_path / "trl" / "train.py")
+    train = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train)
+    rewards = train.AppRewards(settings, tokenizer=None)
+    try:
+        q, a = rows[0]["question"], rows[0]["answer"]
+        batch = rewards.reward_set.score(
+            [q, q], [f"<answer>{a}</answer>", "<answer>1 + 2</answer>"], [a, a]
+        )
+    finally:
+        rewards.close()
+    assert batch.values["accuracy"] == [1.0, pytest.approx(0.05)]
