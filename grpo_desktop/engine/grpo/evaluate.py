@@ -59,7 +59,8 @@ def evaluate(
         verdicts = accuracy_verdicts_for(cfg.data, r, problems, comps.texts, answers)
         acc = [v.score for v in verdicts]
         fmt = format_reward(comps.texts, think_tag=r.think_tag, answer_tag=r.answer_tag)
-        correct += sum(v or 0.0 for v in acc)
+        # right answers only: a task's partial credit (countdown's 0.05) is reward, not accuracy
+        correct += sum(1.0 for v in acc if v == 1.0)
         formatted += sum(fmt)
         lengths.extend(comps.lengths.tolist())
         for ex, text, ok in zip(batch, comps.texts, acc):
