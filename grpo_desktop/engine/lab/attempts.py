@@ -1,4 +1,5 @@
-"""The reward-design Lab's built-in group: twelve sampled attempts at 17 × 23 (= 391).
+"""The reward-design Lab's built-in groups: twelve sampled attempts at 17 × 23 (= 391), and a
+small real model's first answers to 8 × 7, none with all the tags (`UNTAGGED_ATTEMPTS`).
 
 The Lab lets the reader design the reward for a group of attempts at one problem. These are
 written to show every case a reward designer meets: right with and without the tags, wrong in
@@ -80,3 +81,36 @@ ATTEMPTS: tuple[BuiltinAttempt, ...] = (
     BuiltinAttempt("right, boxed, no tags", "17 · 23 = 340 + 51 = 391, so \\boxed{391}."),
     BuiltinAttempt("a guess in tags", "<think>I will guess.</think><answer>400</answer>"),
 )
+
+# A second built-in group: a small pretrained instruct model's first answers to a prompt that
+# asks for the think/answer tags (written after SmolLM2-135M-Instruct's). None uses all four
+# tags in place, so all-or-nothing format credit scores every one 0: the format part has no
+# spread and teaches nothing; per-tag credit ranks them by the tags they got right.
+UNTAGGED_PROMPT = "What is 8 × 7? Think in <think></think>, then answer in <answer></answer>."
+UNTAGGED_ANSWER = "56"
+UNTAGGED_ATTEMPTS: tuple[BuiltinAttempt, ...] = (
+    BuiltinAttempt("terse, right, no tags", "8 × 7 = 56"),
+    BuiltinAttempt(
+        "explains, right, no tags",
+        "To find 8 times 7, add 8 seven times: 8 + 8 + 8 + 8 + 8 + 8 + 8 = 56. So 8 × 7 = 56.",
+    ),
+    BuiltinAttempt("wrong, no tags", "8 × 7 is 54."),
+    BuiltinAttempt(
+        "reasoning in tags, answer in prose",
+        "<think>8 × 7 = 8 × 5 + 8 × 2 = 40 + 16 = 56</think> The answer is 56.",
+    ),
+    BuiltinAttempt("opens <think>, never closes it", "<think>Let me multiply 8 by 7. 8 × 7 = 56"),
+    BuiltinAttempt(
+        "answer tag left open",
+        "<think>7 × 8 = 70 − 14 = 56</think><answer>56",
+    ),
+    BuiltinAttempt("wrong, answer tag only", "<answer>48</answer>"),
+    BuiltinAttempt(
+        "all tags, a remark after them",
+        "<think>8 × 7 = 56</think><answer>56</answer> I hope this helps!",
+    ),
+)
+BUILTIN_GROUPS = {  # name: (prompt, answer, attempts), the Lab's built-in groups
+    "multiply": (PROMPT, ANSWER, ATTEMPTS),
+    "untagged": (UNTAGGED_PROMPT, UNTAGGED_ANSWER, UNTAGGED_ATTEMPTS),
+}

@@ -49,6 +49,7 @@ class LabSettings:
 
     accuracy_weight: float = 1.0
     format_weight: float = 0.2
+    format_credit: str = "all"  # all-or-nothing, or per_tag (rewards.format_credit)
     custom_weight: float = 0.0
     custom_checker: str = ""
     answer_checker: str = "strict"
@@ -70,6 +71,7 @@ class LabSettings:
         return cls(
             accuracy_weight=r.accuracy_weight,
             format_weight=r.format_weight,
+            format_credit=r.format_credit,
             custom_weight=r.custom_weight if r.custom_checker.strip() else 0.0,
             custom_checker=r.custom_checker,
             answer_checker=r.answer_checker,
@@ -104,6 +106,10 @@ class ScoredRollout:
     extracted: str | None = None
     reason: str | None = None  # why accuracy scored so ("several answers: 381, 391")
     error: str | None = None  # the custom checker's error
+    # The part of `advantage` the format reward makes: weight × (format − the group's mean
+    # format) over the same divisor as the advantage (it is linear in the parts); 0 when the
+    # format has no spread in the group or the group none at all; None when unscored.
+    format_advantage: float | None = None
 
 
 @dataclass(frozen=True)
@@ -163,12 +169,14 @@ class RewardLab:
         self._close_after_run = False  # close() came while run_checker was busy
 
     @classmethod
-    def with_builtin_group(cls) -> RewardLab:
-        p, a = lab_attempts.PROMPT, lab_attempts.ANSWER
+    def with_builtin_group(cls, name: str = "multiply") -> RewardLab:
+        """A built-in group (lab_attempts.BUILTIN_GROUPS): "multiply", the attempts at 17 × 23,
+        or "untagged", a small real model's first answers, none with all the tags."""
+        p, a, attempts = lab_attempts.BUILTIN_GROUPS[name]
         return cls(
             [
                 LabRollout(p, t.completion, a, lab_attempts.approx_tokens(t.completion), 0, t.label)
-                for t in lab_attempts.ATTEMPTS
+                for t in attempts
             ],
             builtin=True,
         )
@@ -241,12 +249,13 @@ class RewardLab:
         return self._accuracy[key]
 
     def _format_of(self, s: LabSettings) -> list[float]:
-        key = (s.think_tag, s.answer_tag)
+        key = (s.think_tag, s.answer_tag, s.format_credit)
         if key not in self._format:
             self._format[key] = format_reward(
                 [r.completion for r in self.rollouts],
                 think_tag=s.think_tag,
                 answer_tag=s.answer_tag,
+                credit=s.format_credit,
             )
         return self._format[key]
 
@@ -337,6 +346,9 @@ class RewardLab:
             rewards, G, scale=settings.scale_rewards, std_type=settings.std_type
         )  # (N,), (B,)
         adv_list, std_list = adv.tolist(), std.tolist()
+        fmt_adv = _format_advantages(
+            totals, adv_list, [p["format"] for p in parts_list], weights.get("format", 0.0), G
+        )
         rows = []
         for i, r in enumerate(items):
             a = None if totals[i] is None else adv_list[i]
@@ -351,6 +363,7 @@ class RewardLab:
                     verdict_list[i].extracted,
                     verdict_list[i].reason,
                     errors[i],
+                    fmt_adv[i],
                 )
             )
         groups = []
@@ -367,6 +380,36 @@ class RewardLab:
                 )
             )
         return LabResult(settings, rows, groups, verdicts(settings, rows, groups), pending)
+
+
+def _format_advantages(
+    totals: list[float | None],
+    advantages: list[float],
+    formats: list[float | None],
+    weight: float,
+    G: int,
+) -> list[float | None]:
+    """Each rollout's format share of its advantage (ScoredRollout.format_advantage).
+
+    An advantage is (r − mean) / d with one divisor d per group (std + eps, the step's std, or
+    1), and r is a weighted sum, so it splits exactly into one term per part:
+    weight × (format − mean format) / d. d is read back from the group's largest advantage."""
+    out: list[float | None] = [None if t is None else 0.0 for t in totals]
+    if weight <= 0:
+        return out
+    for b in range(len(totals) // G):
+        idx = [k for k in range(b * G, (b + 1) * G) if totals[k] is not None]
+        if not idx:
+            continue
+        mean = math.fsum(totals[k] for k in idx) / len(idx)
+        k = max(idx, key=lambda j: abs(advantages[j]))
+        if abs(advantages[k]) < 1e-12:  # no spread: every advantage is 0, so is every share
+            continue
+        divisor = (totals[k] - mean) / advantages[k]
+        f_mean = math.fsum(formats[j] or 0.0 for j in idx) / len(idx)
+        for j in idx:
+            out[j] = weight * ((formats[j] or 0.0) - f_mean) / divisor
+    return out
 
 
 def _per_token(adv: float | None, length: int, s: LabSettings) -> float | None:

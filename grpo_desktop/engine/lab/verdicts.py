@@ -4,7 +4,8 @@
 which failure modes the settings cause, quoting the rollouts that show it: reward_hacking (the
 cheapest win is the tags, not the answer), length_bias (a short rollout's tokens pushed harder
 than a long one's with the same advantage) and no_signal (a group whose rewards are all equal
-teaches nothing). With none of them it says what a healthy step looks like ("ok").
+teaches nothing), and format_flat (no rollout earns format credit, so the format teaches
+nothing). With none of them it says what a healthy step looks like ("ok").
 `kl_note(beta)` explains the KL leash in words: there is no model in the Lab, so there is no KL
 to measure, and it says so.
 
@@ -192,6 +193,29 @@ def _no_signal(s, rows, groups) -> Verdict | None:
     )
 
 
+def _format_flat(s, rows) -> Verdict | None:
+    """Not one scored rollout earns format credit: the format part is 0 everywhere."""
+    scored = [r for r in rows if r.reward is not None]
+    if s.format_weight <= 0 or not scored or any((r.parts.get("format") or 0) > 0 for r in scored):
+        return None
+    if getattr(s, "format_credit", "all") == "per_tag":
+        return Verdict(
+            "format_flat",
+            "Format teaches nothing",
+            "Not one rollout writes a single tag in its place, so even per-tag credit scores "
+            "every one 0: the format part has no spread and adds nothing to any advantage. Show "
+            "the format in the system prompt (a short example answer in the tags).",
+        )
+    return Verdict(
+        "format_flat",
+        "Format teaches nothing",
+        "No rollout uses all the tags, so all-or-nothing credit scores every one 0: the format "
+        "has no spread and adds nothing to any advantage (From format is 0), however many tags "
+        "an answer got right. Switch Format credit to per tag: each tag in its place earns a "
+        "quarter, so the answers with more tags are pushed up.",
+    )
+
+
 def verdicts(settings, rows, groups) -> list[Verdict]:
     """The failure modes these settings cause on these rows, or one "ok" verdict.
 
@@ -203,11 +227,14 @@ def verdicts(settings, rows, groups) -> list[Verdict]:
       is divided by its own length, so a short rollout's tokens get a bigger push than a long
       one's with the same advantage; Dr. GRPO divides by one constant instead.
     - no_signal: a group whose rewards are all equal (all right, all wrong, every weight 0) has
-      every advantage exactly 0."""
+      every advantage exactly 0.
+    - format_flat: the format weighs something but not one rollout earns any format credit, so
+      the format part has no spread (the health alarm of the same name, in the Lab)."""
     found = [
         v
         for v in (
             _reward_hacking(settings, rows),
+            _format_flat(settings, rows),
             _length_bias(settings, rows),
             _no_signal(settings, rows, groups),
         )

@@ -10,7 +10,10 @@ import html
 
 
 def note_style(kind: str) -> str:
-    """A coloured note's style sheet (the colours of common.widgets.note_label)."""
+    """A coloured note's style sheet (the colours of common.widgets.note_label). The padding is
+    the label's margin (QLabel.setMargin), not the sheet's: a word-wrapped label counts its
+    margin when it works out its height, but not a sheet's padding, which cut off the last
+    line of a long verdict."""
     colors = {
         "error": ("#fdecea", "#b3261e", "#611a15"),
         "warning": ("#fff4e5", "#b26a00", "#663c00"),
@@ -19,7 +22,7 @@ def note_style(kind: str) -> str:
     bg, border, fg = colors[kind]
     return (
         f"QLabel {{ background: {bg}; color: {fg}; border-left: 3px solid {border};"
-        " padding: 4px 6px; }"
+        " padding: 0px; }"
     )
 
 
@@ -51,6 +54,17 @@ def detail_html(row, result) -> str:
         why = f"A = {row.reward:.3f} − {stats.mean:.3f} = {row.advantage:+.3f}"
     else:
         why = f"A = ({row.reward:.3f} − {stats.mean:.3f}) / the step's std = {row.advantage:+.3f}"
+    fmt = row.format_advantage
+    if fmt is not None and s.format_weight > 0 and row.advantage is not None and stats is not None:
+        credit = "per tag" if s.format_credit == "per_tag" else "all-or-nothing"
+        why += "" if why.endswith(".") else "."
+        why += (
+            f" Of it, the format ({credit}) makes {fmt:+.3f}."
+            if abs(fmt) >= 5e-4
+            else f" The format ({credit}) adds nothing to it: its group's format scores are equal."
+            if stats.spread
+            else ""
+        )
     answer = esc(row.extracted or "none") + (f" ({esc(row.reason)})" if row.reason else "")
     error = f"<p style='color:#b3261e'>{esc(row.error)}</p>" if row.error else ""
     return (

@@ -1,11 +1,13 @@
 """The reward-design Lab: design a reward, watch it score.
 
-On its built-in group (twelve attempts at 17 × 23, the first G form the group) or on a run's real
-rollouts ("Open in Lab" in the rollout inspector: `open_step`), the user sets the accuracy and
-format weights, the checker (strict or lenient), G, advantage scaling and std type, length
-normalisation and the KL leash β; every reward and advantage is recomputed at once by the engine's
-own code (engine/lab/rewards.py) and shown against the group mean, with live verdicts for reward
-hacking, length bias and no signal. On real rollouts the session's custom checker can be edited
+On its built-in groups (twelve attempts at 17 × 23, the first G form the group; a small real
+model's first answers to 8 × 7, none with all the tags, to compare all-or-nothing and per-tag
+format credit) or on a run's real rollouts ("Open in Lab" in the rollout inspector: `open_step`),
+the user sets the accuracy and format weights, the format credit, the checker (strict or
+lenient), G, advantage scaling and std type, length normalisation and the KL leash β; every
+reward and advantage is recomputed at once by the engine's own code (engine/lab/rewards.py) and
+shown against the group mean (with the format's share of it), with live verdicts for reward
+hacking, length bias, no signal and a format that teaches nothing. On real rollouts the session's custom checker can be edited
 and re-run (trusted code only, in the sandboxed checker process, cached per completion), and
 "Use these settings" copies the reward and advantage settings into the session like a form edit.
 
@@ -39,16 +41,36 @@ from PySide6.QtWidgets import (
 
 from grpo_desktop.engine.lab.rewards import LabSettings, RewardLab, with_changes
 from grpo_desktop.engine.lab.verdicts import kl_note, verdicts
+from grpo_desktop.ui.common.form import tooltip_for
 from grpo_desktop.ui.common.widgets import SliderSpin, note_label, set_note, wrapped_label
 from grpo_desktop.ui.lab.reward_checker import CheckerBox
 from grpo_desktop.ui.lab.reward_detail import detail_html, note_style
 from grpo_desktop.ui.lab.reward_table import PipelineStrip, RolloutScoreTable
 
 TITLE = "Design the reward (17 × 23)"
-NOTE_KIND = {"reward_hacking": "error", "length_bias": "warning", "no_signal": "warning"}
+NOTE_KIND = {
+    "reward_hacking": "error",
+    "length_bias": "warning",
+    "no_signal": "warning",
+    "format_flat": "warning",
+}
+BUILTIN_GROUPS = {  # engine.lab.attempts.BUILTIN_GROUPS name: (menu entry, what it shows)
+    "multiply": (
+        "17 × 23: attempts with and without tags",
+        "<b>The model sampled attempts at 17 × 23</b> (right answer 391). Design the "
+        "reward; then break it on purpose: format ≥ accuracy, length normalisation, G = 2.",
+    ),
+    "untagged": (
+        "8 × 7: a small model's first answers",
+        "<b>A small real model's first answers to 8 × 7</b> (56), none with all four tags in "
+        "place. Format credit <i>all</i>: every format score and <i>From format</i> is 0. "
+        "<i>per_tag</i>: answers with more tags are pushed up.",
+    ),
+}
 COPIED = (
     ("rewards", "accuracy_weight"),
     ("rewards", "format_weight"),
+    ("rewards", "format_credit"),
     ("rewards", "answer_checker"),
     ("algorithm", "scale_rewards"),
     ("algorithm", "std_type"),
@@ -73,8 +95,15 @@ class RewardLabView(QWidget):
         self.source_label.setWordWrap(True)
         self.group_box = QComboBox()
         self.builtin_button = QPushButton("Back to the built-in group")
+        self.builtin_box = QComboBox()  # which built-in group
+        for name, (entry, _) in BUILTIN_GROUPS.items():
+            self.builtin_box.addItem(entry, name)
+        self.builtin_box.setToolTip("The Lab's built-in groups of answers to design a reward on")
+        self.builtin_name = "multiply"
         self.strip = PipelineStrip()
-        self.verdict_notes = [note_label("warning") for _ in range(3)]
+        self.verdict_notes = [note_label("warning") for _ in range(4)]
+        for note in self.verdict_notes:
+            note.setMargin(5)  # note_style: a sheet's padding would cut the last line off
         self.baseline_label = QLabel()
         self.baseline_label.setWordWrap(True)
         self.table = RolloutScoreTable()
@@ -84,6 +113,9 @@ class RewardLabView(QWidget):
 
         self.accuracy = SliderSpin(0.0, 100.0, 2.0)
         self.format = SliderSpin(0.0, 100.0, 2.0)
+        self.format_credit = QComboBox()
+        self.format_credit.addItems(["all", "per_tag"])
+        self.format_credit.setToolTip(tooltip_for("rewards", "format_credit"))
         self.checker_mode = QComboBox()
         self.checker_mode.addItems(["strict", "lenient"])
         self.checker_mode.setToolTip(
@@ -107,7 +139,7 @@ class RewardLabView(QWidget):
         self.checker_box = CheckerBox()
         self.use_button = QPushButton("Use these settings")
         self.use_button.setToolTip(
-            "Copy the weights, checker mode, advantage scaling and std type (and your checker "
+            "Copy the weights, format credit, checker mode, advantage scaling and std type (and your checker "
             "code, when edited here) into the session's Reward and Hyperparameters settings"
         )
         self.use_status = wrapped_label(muted=True)
@@ -116,6 +148,7 @@ class RewardLabView(QWidget):
         rform = QFormLayout(reward)
         rform.addRow("Accuracy weight", self.accuracy)
         rform.addRow("Format weight", self.format)
+        rform.addRow("Format credit", self.format_credit)
         rform.addRow("Answer checker", self.checker_mode)
         adv = QGroupBox("Group and advantage")
         aform = QFormLayout(adv)
@@ -147,6 +180,7 @@ class RewardLabView(QWidget):
 
         source_row = QHBoxLayout()
         source_row.addWidget(self.source_label, 1)
+        source_row.addWidget(self.builtin_box)
         source_row.addWidget(self.group_box)
         source_row.addWidget(self.builtin_button)
         right = QWidget()
@@ -172,6 +206,10 @@ class RewardLabView(QWidget):
 
         self.accuracy.value_edited.connect(lambda v: self._change(accuracy_weight=float(v)))
         self.format.value_edited.connect(lambda v: self._change(format_weight=float(v)))
+        self.format_credit.currentTextChanged.connect(lambda t: self._change(format_credit=t))
+        self.builtin_box.currentIndexChanged.connect(
+            lambda _i: self.show_builtin(self.builtin_box.currentData())
+        )
         self.checker_mode.currentTextChanged.connect(lambda t: self._change(answer_checker=t))
         self.g_spin.valueChanged.connect(lambda g: self._change(G=int(g)))
         self.scale_box.currentTextChanged.connect(lambda t: self._change(scale_rewards=t))
@@ -180,7 +218,7 @@ class RewardLabView(QWidget):
         self.beta.value_edited.connect(lambda v: self._change(beta=float(v)))
         self.checker_box.edited.connect(self._on_checker_box_edited)
         self.group_box.currentIndexChanged.connect(self._on_group_box_changed)
-        self.builtin_button.clicked.connect(self.show_builtin)
+        self.builtin_button.clicked.connect(lambda: self.show_builtin(self.builtin_name))
         self.use_button.clicked.connect(self.use_settings)
         self.table.currentCellChanged.connect(lambda *_a: self._show_detail())
         if model is not None:
@@ -189,15 +227,20 @@ class RewardLabView(QWidget):
 
     # ------------------------------------------------------------------ what is shown
 
-    def show_builtin(self) -> None:
-        """The built-in group: attempts at 17 × 23, with healthy settings."""
+    def show_builtin(self, name: str = "multiply") -> None:
+        """A built-in group (BUILTIN_GROUPS): the attempts at 17 × 23 (the default) or a small
+        model's first answers without all the tags, with healthy settings."""
         self.lab.close()
-        self.lab = RewardLab.with_builtin_group()
+        self.lab = RewardLab.with_builtin_group(name)
+        self.builtin_name = name
         self.step, self.focus = None, None
-        self.source_label.setText(
-            "<b>The model sampled attempts at 17 × 23</b> (right answer 391). Design the "
-            "reward; then break it on purpose: format ≥ accuracy, length normalisation, G = 2."
-        )
+        self.builtin_box.blockSignals(True)
+        self.builtin_box.setCurrentIndex(self.builtin_box.findData(name))
+        self.builtin_box.blockSignals(False)
+        self.g_spin.blockSignals(True)
+        self.g_spin.setRange(2, len(self.lab.rollouts))
+        self.g_spin.blockSignals(False)
+        self.source_label.setText(BUILTIN_GROUPS[name][1])
         # A healthy step: accuracy 1, format 0.2, G = 8, Dr. GRPO's constant
         # normaliser; turning length normalisation on shows the length bias.
         self._load_settings(LabSettings(length_normalise=False), builtin=True)
@@ -251,12 +294,13 @@ class RewardLabView(QWidget):
 
     def _load_settings(self, settings: LabSettings, builtin: bool) -> None:
         self.settings = settings
-        widgets = (self.accuracy, self.format, self.checker_mode, self.g_spin, self.scale_box,
-                   self.std_box, self.length_norm, self.beta)  # fmt: skip
+        widgets = (self.accuracy, self.format, self.format_credit, self.checker_mode, self.g_spin,
+                   self.scale_box, self.std_box, self.length_norm, self.beta)  # fmt: skip
         for w in widgets:
             w.blockSignals(True)
         self.accuracy.set_value(settings.accuracy_weight)
         self.format.set_value(settings.format_weight)
+        self.format_credit.setCurrentText(settings.format_credit)
         self.checker_mode.setCurrentText(settings.answer_checker)
         self.g_spin.setValue(min(settings.G, self.g_spin.maximum()))
         self.g_spin.setEnabled(builtin)
@@ -268,6 +312,7 @@ class RewardLabView(QWidget):
             w.blockSignals(False)
         real = not builtin and self.model is not None
         self.group_box.setVisible(not builtin)
+        self.builtin_box.setVisible(builtin)
         self.builtin_button.setVisible(not builtin)
         self.checker_box.setVisible(real)
         self.use_button.setVisible(self.model is not None)
@@ -396,6 +441,7 @@ class RewardLabView(QWidget):
         values = {
             "accuracy_weight": float(s.accuracy_weight),
             "format_weight": float(s.format_weight),
+            "format_credit": s.format_credit,
             "answer_checker": s.answer_checker,
             "scale_rewards": s.scale_rewards,
             "std_type": s.std_type,
@@ -412,7 +458,7 @@ class RewardLabView(QWidget):
                 m.set_value("rewards", "custom_weight", float(self.checker_box.weight.value()))
         self.use_status.setText(
             f"Copied into the session: accuracy ×{s.accuracy_weight:g}, format "
-            f"×{s.format_weight:g}, {s.answer_checker} checker, {s.scale_rewards} scaling, "
+            f"×{s.format_weight:g} ({s.format_credit}), {s.answer_checker} checker, {s.scale_rewards} scaling, "
             f"{s.std_type} std{extra}. The next run uses them; save the session to keep them."
         )
 

@@ -2,8 +2,9 @@
 
 `PipelineStrip` shows prompt → G rollouts → verifiable reward → advantage with the current
 numbers. `RolloutScoreTable` lists each rollout with its reward parts, total, advantage (drawn as
-a bar from the baseline: green ↑ pushed up, red ↓ pushed down), length and per-token update
-size; it only displays an engine.lab.rewards.LabResult and computes nothing.
+a bar from the baseline: green ↑ pushed up, red ↓ pushed down), length, per-token update size
+and the format's share of the advantage (From format: all 0 when the format has no spread); it
+only displays an engine.lab.rewards.LabResult and computes nothing.
 Try it: tests/ui/lab/test_reward_lab.py.
 """
 
@@ -26,7 +27,7 @@ from PySide6.QtWidgets import (
 
 ADV_ROLE = Qt.ItemDataRole.UserRole + 7
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
-RIGHT_ALIGNED = {0, 3, 4, 5, 6, 7, 8, 9}
+RIGHT_ALIGNED = {0, 3, 4, 5, 6, 7, 8, 9, 10}
 UP, DOWN = QColor("#2e9d52"), QColor("#c0392b")
 BOX_STYLE = (
     "QLabel { border: 1px solid palette(mid); border-radius: 5px; padding: 4px 8px;"
@@ -63,7 +64,8 @@ class PipelineStrip(QWidget):
         self.boxes[0].setText(f"<b>Prompt</b><br>{first}{_html(shown)}")
         many = f"{groups} prompts × " if groups > 1 else ""
         self.boxes[1].setText(f"<b>Sample G = {G}</b><br>{many}{G} rollouts, each a full answer")
-        parts = [f"accuracy ×{s.accuracy_weight:g}", f"format ×{s.format_weight:g}"]
+        credit = " per tag" if s.format_credit == "per_tag" else ""
+        parts = [f"accuracy ×{s.accuracy_weight:g}", f"format{credit} ×{s.format_weight:g}"]
         if s.custom_checker.strip():
             parts.append(f"your checker ×{s.custom_weight:g}")
         self.boxes[2].setText(
@@ -108,16 +110,20 @@ class AdvantageBar(QStyledItemDelegate):
 
 
 COLUMNS = ["#", "Rollout", "Final answer", "Accuracy", "Format", "Checker", "Reward",
-           "Advantage", "Tokens", "Per token"]  # fmt: skip
+           "Advantage", "Tokens", "Per token", "From format"]  # fmt: skip
 TIPS = {
     "#": "Its position in the group (the built-in group: the first G attempts form it)",
     "Final answer": "What the accuracy checker read as the final answer",
     "Accuracy": "1 if the final answer is right (raw score, before its weight)",
-    "Format": "1 for <think>…</think> then <answer>…</answer> (raw score)",
+    "Format": "1 for <think>…</think> then <answer>…</answer> (raw score); with per-tag format "
+    "credit a quarter for each tag in its place",
     "Checker": "Your checker's raw score",
     "Reward": "Weighted sum of the parts: what the rollout earns",
     "Advantage": "Reward against the group mean (the baseline): ↑ made more likely, ↓ less",
     "Tokens": "Completion length in tokens",
+    "From format": "The part of the advantage the format reward makes: weight × (format − the "
+    "group's mean format), divided like the advantage. 0 for every rollout when the format "
+    "scores are all the same (all-or-nothing credit and no rollout with all the tags)",
     "Per token": "The update on each of its tokens: the loss's weight on each of this rollout's tokens, relative to "
     "1/(number of rollouts): A/L with length normalisation (GRPO), A/L_max without (Dr. GRPO)",
 }
@@ -142,7 +148,7 @@ class RolloutScoreTable(QTableWidget):
         header = self.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        widths = [30, 200, 106, 64, 52, 60, 56, 126, 56, 70]
+        widths = [30, 200, 106, 64, 52, 60, 56, 126, 56, 70, 90]
         for i, w in enumerate(widths):
             self.setColumnWidth(i, w)
 
@@ -181,6 +187,7 @@ class RolloutScoreTable(QTableWidget):
             "no score" if adv is None else ("0" if adv == 0 else f"{arrow}{adv:+.3f}"),
             str(ro.length) + (" (cut)" if ro.truncated else ""),
             "—" if per_token is None else f"{per_token:+.4f}",
+            _share(row.format_advantage),
         ]
         tips = {1: ro.completion, 2: row.reason or "", 5: row.error or ""}
         for col, text in enumerate(cells):
@@ -202,6 +209,13 @@ class RolloutScoreTable(QTableWidget):
             adv_item.setForeground(UP if adv > 0 else DOWN)
         else:
             adv_item.setForeground(self.palette().text())
+
+
+def _share(value: float | None) -> str:
+    """The From format cell: the format's part of the advantage ("0" when it adds nothing)."""
+    if value is None:
+        return "—"
+    return "0" if abs(value) < 5e-4 else f"{value:+.3f}"
 
 
 def _short_reason(reason: str | None) -> str:
