@@ -389,6 +389,7 @@ def _dequantize_and_save(path: str, info: GgufInfo, dtype: str, out: str, clock:
     model.config.name_or_path = os.path.abspath(path)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    _drop_tokens_beyond(out, model.get_input_embeddings().num_embeddings)
     clock(0.98, "Checking the saved folder")
     if not os.path.isfile(os.path.join(out, "config.json")):
         raise ModelError(f"Saving the import of {path} wrote no config.json into {out}.")
@@ -419,6 +420,46 @@ def import_events(path: str, dtype: str, step: int = 0) -> Iterator[LogMessage]:
     worker.join()
     if outcome:
         raise outcome[0]
+
+
+def _drop_tokens_beyond(folder: str, rows: int) -> None:
+    """Remove from the saved tokenizer the added tokens whose id has no embedding row.
+
+    transformers builds a byte-level GGUF vocabulary as a GPT2Tokenizer, whose defaults add
+    '<|endoftext|>' when the file has no such token (Llama 3 has '<|end_of_text|>'): an id one
+    past the embedding, which crashes the model on any text that spells it and makes the GGUF
+    exporter refuse the tokenizer. The file never had it, so the import drops it."""
+    tok_file = os.path.join(folder, "tokenizer.json")
+    try:
+        with open(tok_file, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return
+    dropped = {t["content"] for t in data.get("added_tokens", []) if t.get("id", 0) >= rows}
+    if not dropped:
+        return
+    data["added_tokens"] = [t for t in data["added_tokens"] if t["content"] not in dropped]
+    vocab = (data.get("model") or {}).get("vocab")
+    if isinstance(vocab, dict):
+        for token in dropped:
+            if vocab.get(token, 0) >= rows:
+                vocab.pop(token)
+    with open(tok_file, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, ensure_ascii=False)
+    config_file = os.path.join(folder, "tokenizer_config.json")
+    try:
+        with open(config_file, encoding="utf-8") as fh:
+            config = json.load(fh)
+    except (OSError, ValueError):
+        return
+    decoder = config.get("added_tokens_decoder")
+    if isinstance(decoder, dict):
+        config["added_tokens_decoder"] = {k: v for k, v in decoder.items() if int(k) < rows}
+    for key in ("unk_token", "bos_token", "eos_token", "pad_token"):
+        if config.get(key) in dropped:
+            config.pop(key)
+    with open(config_file, "w", encoding="utf-8") as fh:
+        json.dump(config, fh, ensure_ascii=False, indent=2)
 
 
 def _main(argv: list[str]) -> int:
