@@ -1,7 +1,9 @@
 """The Reward panel: how answers are scored, and a place to write and test your own checker.
 
 Accuracy and format weights are sliders with spin boxes; when the format weight is at or above the
-accuracy weight a warning explains the reward-hacking trap (well-formed wrong answers pay). The
+accuracy weight a warning explains the reward-hacking trap (well-formed wrong answers pay). Format
+credit (all-or-nothing or per tag) has a line saying why it matters: under all-or-nothing a model
+that never writes all the tags gets no format signal at all. The
 custom checker is Python (`check(completion, answer, prompt) -> float`) in an editor with line
 numbers, compiled as you type (nothing runs); "Test checker" runs it in a separate process on
 sample completions (the latest rollouts when there are any), showing each score or error and
@@ -15,7 +17,7 @@ Code typed here is the user's own and may run. Try it: tests/ui/panels/test_pane
 
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QFormLayout,
@@ -79,10 +81,15 @@ class RewardPanel(QWidget):
         self.format.setObjectName("rewards.format_weight")
         self.format.setToolTip(tooltip_for("rewards", "format_weight"))
         self.hacking_note = note_label("warning")
+        self.credit_form = ConfigForm(model, [("rewards", "format_credit")])
+        self.credit_note = wrapped_label(muted=True)  # why the format credit matters
+        self.credit_note.setTextFormat(Qt.TextFormat.PlainText)  # the tags are text
         weights = QGroupBox("What counts as a good answer")
         wform = QFormLayout(weights)
         wform.addRow("Accuracy weight", self.accuracy)
         wform.addRow("Format weight", self.format)
+        wform.addRow(self.credit_form)
+        wform.addRow(self.credit_note)
         wform.addRow(self.hacking_note)
         self.scoring_form = ConfigForm(
             model,
@@ -208,6 +215,7 @@ class RewardPanel(QWidget):
             self.editor.blockSignals(False)
             self._check_compiles()
         self._update_hacking_note()
+        self._update_credit_note()
 
     def _on_model_config_changed(self, section: str, name: str) -> None:
         if section == "rewards":
@@ -225,6 +233,26 @@ class RewardPanel(QWidget):
         elif r.accuracy_weight == 0 and r.format_weight == 0 and not r.custom_checker.strip():
             text = "Every weight is 0: all answers score the same, so nothing can be learned."
         set_note(self.hacking_note, text)
+
+    def _update_credit_note(self) -> None:
+        r = self.model.config.rewards
+        t, a = r.think_tag, r.answer_tag
+        if r.format_credit == "per_tag":
+            text = (
+                f"Per tag: each tag in its place (<{t}> opening the answer, </{t}>, <{a}> right "
+                f"after it, </{a}> closing it at the end) earns a quarter, so answers with more "
+                "tags beat their siblings and the model learns the format a tag at a time. The "
+                "full format still scores 1."
+            )
+        else:
+            text = (
+                f"All or nothing: only the whole <{t}>…</{t}><{a}>…</{a}> format scores. A "
+                "model that never writes all four tags (most small real models at first) scores "
+                "0 on every answer: the format reward has no spread in any group and teaches "
+                "nothing. Choose per tag to give partial credit."
+            )
+        self.credit_note.setText(text)
+        self.credit_note.setVisible(r.format_weight > 0)
 
     # -- checker editing
 
@@ -351,6 +379,7 @@ class RewardPanel(QWidget):
             ("rewards", "accuracy_weight"),
             ("rewards", "format_weight"),
             ("rewards", "custom_checker"),
+            *self.credit_form.editors,
             *self.scoring_form.editors,
             *self.checker_form.editors,
         ]
