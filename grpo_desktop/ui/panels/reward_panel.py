@@ -102,7 +102,7 @@ class RewardPanel(QWidget):
             ],
         )
         wform.addRow(self.scoring_form)
-        self.file_test = ScoreFileRow(self._current_rewards)
+        self.file_test = ScoreFileRow(self._current_rewards, data=lambda: self.model.config.data)
         wform.addRow(self.file_test)
 
         self.editor = CodeEditor()

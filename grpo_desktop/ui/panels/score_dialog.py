@@ -18,6 +18,7 @@ import dataclasses
 import html
 import os
 from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont
@@ -174,9 +175,15 @@ class ScoreDialog(QDialog):
 class ScoreFileRow(QWidget):
     """The "Test on a file…" button with its status text; owns the background job."""
 
-    def __init__(self, settings: Callable[[], RewardsConfig], parent: QWidget | None = None):
+    def __init__(
+        self,
+        settings: Callable[[], RewardsConfig],
+        parent: QWidget | None = None,
+        data: Callable[[], Any] | None = None,
+    ):
         super().__init__(parent)
         self.settings = settings
+        self.data = data  # the data settings: a reasoning-gym task run scores with its checker
         self.tasks = BackgroundTasks(self)
         self.dialog: ScoreDialog | None = None
         self.message: QMessageBox | None = None
@@ -208,9 +215,10 @@ class ScoreFileRow(QWidget):
         """Score `path` in the background with the current settings; the dialog opens when done."""
         self.last_dir = os.path.dirname(path)
         rewards = dataclasses.replace(self.settings())
+        data = dataclasses.replace(self.data()) if self.data is not None else None
         self.button.setEnabled(False)
         self.status.setText(f"Scoring {os.path.basename(path)}…")
-        self.tasks.submit("score", lambda: score_file(path, rewards), self._scored(path))
+        self.tasks.submit("score", lambda: score_file(path, rewards, data), self._scored(path))
 
     def _scored(self, path: str) -> Callable[[ScoreReport | None, Exception | None], None]:
         def done(report: ScoreReport | None, error: Exception | None) -> None:

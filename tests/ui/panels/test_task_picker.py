@@ -104,3 +104,29 @@ def test_the_preview_shows_the_tasks_problems(qtbot, tmp_path):
     assert "reasoning-gym task basic_arithmetic" in panel.counts_label.text()
     assert panel.table.rowCount() > 0 and "Calculate" in panel.table.item(0, 0).text()
     assert not panel.path_widget.isVisible() and panel.task_widget.isVisible()
+
+
+def test_the_reward_panels_file_test_scores_a_task_run_with_the_tasks_checker(qtbot, tmp_path):
+    import json
+
+    from grpo_desktop.engine.rewards.task_score import TaskVerifier
+    from grpo_desktop.ui.panels.reward_panel import RewardPanel
+
+    cfg = demo_config().replace(
+        data={"source": "task", "task": "countdown", "task_size": 10, "eval_size": 2}
+    )
+    model = SessionModel(SessionDocument(str(tmp_path / "r.grpo"), cfg))
+    panel = RewardPanel(model)
+    qtbot.addWidget(panel)
+    entry = TaskVerifier(cfg.data).problems.train[0]
+    q, a = entry["question"].strip(), entry["answer"]
+    rows = [
+        {"prompt": q, "completion": f"<answer>{a}</answer>", "answer": a},
+        {"prompt": q, "completion": "<answer>1 + 2</answer>", "answer": a},
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    panel.file_test.score(str(path))
+    qtbot.waitUntil(lambda: panel.file_test.dialog is not None, timeout=60_000)
+    report = panel.file_test.dialog.report
+    assert [r["rewards"]["accuracy"] for r in report.results] == [1.0, 0.05]
