@@ -176,3 +176,22 @@ def test_the_exported_trl_project_scores_with_the_tasks_checker(tmp_path):
     finally:
         rewards.close()
     assert batch.values["accuracy"] == [1.0, pytest.approx(0.05)]
+
+
+def test_open_in_lab_scores_a_task_runs_rollouts_with_the_tasks_checker():
+    from grpo_desktop.engine.lab.rewards import LabSettings, RewardLab
+
+    data = task_data("countdown")
+    entry = TaskVerifier(data).problems.train[1]
+    q, a = entry["question"].strip(), entry["answer"]
+    completions = [f"<think>t</think><answer>{a}</answer>", "<think>t</think><answer>1+2</answer>"]
+    rows = [
+        {"prompt": q, "completion": c, "answer": a, "length": 9, "group": 0} for c in completions
+    ]
+    lab = RewardLab.from_rows(rows, data=data)
+    try:
+        result = lab.compute(LabSettings())
+    finally:
+        lab.close()
+    scored = sorted(result.rows, key=lambda r: r.index)
+    assert [r.parts["accuracy"] for r in scored] == [1.0, pytest.approx(0.05)]
