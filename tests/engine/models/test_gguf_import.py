@@ -339,16 +339,16 @@ def test_smollm2_imports_and_answers_in_chatml(cache):
     assert sum(p.numel() for p in model.parameters()) == info.parameters == 134_515_008
     assert tok.eos_token == "<|im_end|>" and model.config.vocab_size == 49152
     messages = [
-        {"role": "system", "content": "Answer with one number."},
-        {"role": "user", "content": "What is 2 + 3?"},
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Reply with one word: what colour is the sky?"},
     ]
     ids = tok.apply_chat_template(
         messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
     )
     with torch.no_grad():
-        out = model.generate(**ids, max_new_tokens=48, do_sample=False)
+        out = model.generate(**ids, max_new_tokens=120, do_sample=False)
     new = out[0][ids["input_ids"].shape[1] :].tolist()
     assert new[-1] == tok.convert_tokens_to_ids("<|im_end|>"), tok.decode(new)
-    assert tok.decode(new[:-1], skip_special_tokens=True).strip()
+    assert "blue" in tok.decode(new[:-1], skip_special_tokens=True).lower()  # it still knows
     note = gguf_import.source_note(read_record(folder))
     assert "dequantized from 4 bits" in note
