@@ -49,8 +49,9 @@ _DESCRIPTIONS = {
 
 @dataclass(frozen=True)
 class TaskField:
-    """One parameter of a task: its name, kind ('int', 'float', 'bool', 'str', 'list'),
-    default, and the allowed values when the config declares them (a Literal)."""
+    """One parameter of a task: its name, kind ('int', 'float', 'bool', 'str', 'list', or
+    'other' for values a form cannot edit: dates, nested options, lists of pairs), default, and
+    the allowed values when the config declares them (a Literal)."""
 
     name: str
     kind: str
@@ -147,6 +148,16 @@ def _kind(hint: Any, default: Any) -> tuple[str, tuple[str, ...]]:
     return "str", ()
 
 
+def _plain(value: Any) -> bool:
+    """Whether a form can show and edit the value: a number, text, true/false, None, or a list
+    of numbers and text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(isinstance(v, (int, float, str)) for v in value)
+    return False
+
+
 def task_fields(name: str) -> tuple[TaskField, ...]:
     """The task's parameters, read from its config dataclass (seed and size left out)."""
     config_cls = _config_class(name)
@@ -165,6 +176,8 @@ def task_fields(name: str) -> tuple[TaskField, ...]:
         else:
             default = None
         kind, choices = _kind(hints.get(f.name, f.type), default)
+        if not _plain(default):
+            kind, choices = "other", ()
         if isinstance(default, tuple):
             default = list(default)
         out.append(TaskField(f.name, kind, default, choices))

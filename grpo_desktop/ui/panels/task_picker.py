@@ -252,7 +252,14 @@ class TaskOptionsForm(QWidget):
         if info is None:
             set_note(self.note, str(error) if error else "")
             return
-        self._fields = list(info.fields)
+        self._fields = [f for f in info.fields if f.kind != "other"]
+        fixed = [f.name for f in info.fields if f.kind == "other"]
+        set_note(
+            self.note,
+            f"Kept at the task's defaults (not editable here): {', '.join(fixed)}."
+            if fixed
+            else "",
+        )
         self._clear()
         for f in self._fields:
             editor = self._editor(f)
@@ -290,7 +297,9 @@ class TaskOptionsForm(QWidget):
                 lambda n=f.name, e=edit, d=f.default: self._set(n, parse_list(e.text(), d))
             )
         else:
-            edit.editingFinished.connect(lambda n=f.name, e=edit: self._set(n, e.text()))
+            edit.editingFinished.connect(
+                lambda n=f.name, e=edit, d=f.default: self._set(n, e.text() or d)
+            )
         return edit
 
     def _fill(self) -> None:

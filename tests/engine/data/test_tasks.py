@@ -90,6 +90,8 @@ def test_the_catalogue_describes_each_task_with_an_example_and_its_settings():
     assert fields["operators"].kind == "list" and "+" in fields["operators"].default
     assert fields["format_style"].choices == ("simple", "natural")
     assert {f.kind for f in task_fields("gsm_symbolic")} == {"float"}
+    kinds = {f.name: f.kind for f in task_fields("time_intervals")}  # dates: not for a form
+    assert kinds["min_date"] == "other" and kinds["max_time_difference_seconds"] == "int"
 
 
 def test_preview_shows_the_first_problems():

@@ -130,3 +130,12 @@ def test_the_reward_panels_file_test_scores_a_task_run_with_the_tasks_checker(qt
     qtbot.waitUntil(lambda: panel.file_test.dialog is not None, timeout=60_000)
     report = panel.file_test.dialog.report
     assert [r["rewards"]["accuracy"] for r in report.results] == [1.0, 0.05]
+
+
+def test_settings_a_form_cannot_edit_are_named_and_left_at_the_tasks_defaults(qtbot, tmp_path):
+    panel, model = panel_on_tasks(qtbot, tmp_path)
+    model.set_value("data", "task", "time_intervals")
+    form = panel.task_options
+    qtbot.waitUntil(lambda: "max_date_difference_days" in form.editors, timeout=20000)
+    assert "min_date" not in form.editors
+    assert "(not editable here): min_time, max_time, min_date, max_date" in form.note.text()
