@@ -98,3 +98,20 @@ def lmstudio_model(root: str, gguf: str, name: str) -> str:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     shutil.copyfile(gguf, path)
     return path
+
+
+def unsupported_gguf(path: str, arch: str = "rwkv7") -> str:
+    """A small, well-formed GGUF of an architecture transformers' GGUF loader does not read."""
+    import numpy as np
+    from gguf import GGUFWriter
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    writer = GGUFWriter(path, arch)
+    writer.add_name("tiny-" + arch)
+    writer.add_file_type(1)  # F16
+    writer.add_tensor("token_embd.weight", np.zeros((16, 8), dtype=np.float16))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

@@ -18,23 +18,28 @@ from __future__ import annotations
 import os
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
     QFileDialog,
     QGroupBox,
     QHBoxLayout,
-    QHeaderView,
+    QListWidget,
+    QListWidgetItem,
     QPushButton,
-    QTreeWidget,
-    QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from grpo_desktop.engine.errors import UserError
 from grpo_desktop.engine.export.modelfile import grpo_model_name
-from grpo_desktop.engine.models.gguf_import import cache_root, imported_folder, quantization_bits
+from grpo_desktop.engine.models.gguf_import import (
+    cache_root,
+    check_supported,
+    imported_folder,
+    quantization_bits,
+)
 from grpo_desktop.engine.models.gguf_info import is_gguf_file, read_gguf_info
 from grpo_desktop.engine.models.local_models import lmstudio_roots, ollama_roots
 from grpo_desktop.engine.units import size_text
@@ -50,7 +55,6 @@ from grpo_desktop.ui.run.system_info import (
 
 BUILTIN = "builtin:demo"
 NO_CUDA = "4-bit needs a CUDA GPU, and PyTorch sees none on this computer."
-LOCAL_COLUMNS = ("Model", "From", "Architecture", "Quantization", "Size")
 PATH_ROLE = Qt.ItemDataRole.UserRole
 
 
@@ -64,7 +68,7 @@ class ModelPanel(QWidget):
         self.model_box.setEditable(True)
         self.model_box.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         self.model_box.setToolTip(tooltip_for("model", "name_or_path"))
-        self.model_box.lineEdit().setPlaceholderText("folder, hub id, or builtin:demo")
+        self.model_box.lineEdit().setPlaceholderText("folder, hub id, .gguf file, or builtin:demo")
         self.model_box.setObjectName("model.name_or_path")
         self.browse_button = QPushButton("Folder…")
         self.browse_button.setToolTip("Choose a local folder with config.json and *.safetensors")
@@ -76,34 +80,33 @@ class ModelPanel(QWidget):
         self.model_note = note_label("error")
         self.gguf_note = note_label("info")
         self.gguf_note.setObjectName("gguf_note")
+        self.gguf_problem = note_label("error")  # a GGUF that cannot be read or trained
         self.cache_label = wrapped_label(muted=True)
         self.local_label = wrapped_label(muted=True)
-        self.local_list = QTreeWidget()
+        # Two lines a model (name; app · architecture · quantization · size): the panel lives
+        # in a dock 380 pixels wide, where a table of five columns leaves the name no room.
+        self.local_list = QListWidget()
         self.local_list.setObjectName("local_models")
-        self.local_list.setHeaderLabels(list(LOCAL_COLUMNS))
-        self.local_list.setRootIsDecorated(False)
         self.local_list.setAlternatingRowColors(True)
-        self.local_list.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # keep the file's name
+        self.local_list.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # keep the file's end
+        self.local_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.local_list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.local_list.setToolTip("Click a model to train it")
-        header = self.local_list.header()
-        header.setStretchLastSection(False)
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in range(1, len(LOCAL_COLUMNS)):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        self.local_list.setSpacing(1)
         self.local_list.hide()
         self.local: list = []  # the LocalModels of the last scan
         self.device_label = wrapped_label()
 
         pick = QHBoxLayout()
-        pick.addWidget(self.model_box, 1)
         pick.addWidget(self.browse_button)
         pick.addWidget(self.gguf_button)
+        pick.addStretch(1)
         model_box = QGroupBox("Model")
         col = QVBoxLayout(model_box)
+        col.addWidget(self.model_box)
         col.addLayout(pick)
         col.addWidget(self.model_note)
         col.addWidget(self.gguf_note)
+        col.addWidget(self.gguf_problem)
         col.addWidget(self.cache_label)
         col.addWidget(self.local_label)
         col.addWidget(self.local_list)
@@ -196,21 +199,24 @@ class ModelPanel(QWidget):
             )
 
     def _on_local_scan_done(self, found, error) -> None:
-        models, skipped = found if found else ([], [])
+        models, skipped, problems = found if found else ([], [], {})
         self.local = list(models)
         self.local_list.clear()
+        grey = self.palette().color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text)
         for m in self.local:
-            values = (m.name, m.app, m.architecture, m.quantization, size_text(m.size_bytes))
-            item = QTreeWidgetItem(list(values))
-            item.setData(0, PATH_ROLE, m.path)
-            for column in range(len(LOCAL_COLUMNS)):
-                item.setToolTip(column, f"{m.app}: {m.path}")
-            self.local_list.addTopLevelItem(item)
-        rows = min(max(len(self.local), 1), 6)
-        row_height = self.local_list.sizeHintForRow(0) if self.local else 20
-        self.local_list.setFixedHeight(
-            self.local_list.header().sizeHint().height() + rows * max(row_height, 18) + 6
-        )
+            shown = m.name if m.source == "ollama" else os.path.basename(m.path)
+            item = QListWidgetItem(f"{shown}\n{m.app} · {m.summary()}")
+            item.setData(PATH_ROLE, m.path)
+            tip = f"{m.name}\n{m.app}: {m.path}"
+            if m.path in problems:
+                tip += f"\n\nCannot be trained: {problems[m.path]}"
+                item.setForeground(grey)
+            item.setToolTip(tip)
+            self.local_list.addItem(item)
+        rows = min(max(len(self.local), 1), 5)
+        row = self.local_list.sizeHintForRow(0) if self.local else 0
+        row = max(row, 2 * self.fontMetrics().lineSpacing() + 4)
+        self.local_list.setFixedHeight(rows * row + 2 * self.local_list.frameWidth() + 2)
         self.local_list.setVisible(bool(self.local))
         looked = "\n".join(["Looked in:", *ollama_roots(), *lmstudio_roots()])
         if error is not None:
@@ -218,7 +224,7 @@ class ModelPanel(QWidget):
         elif self.local:
             text = (
                 f"{len(self.local)} model(s) that Ollama and LM Studio keep on this computer; "
-                "click one to train it (its GGUF file is imported once)."
+                "click one to train it."
             )
         else:
             text = (
@@ -232,8 +238,8 @@ class ModelPanel(QWidget):
         self._select_local()
         self._refresh_gguf_note()
 
-    def _on_local_item_chosen(self, item: QTreeWidgetItem, _column: int = 0) -> None:
-        path = item.data(0, PATH_ROLE)
+    def _on_local_item_chosen(self, item: QListWidgetItem) -> None:
+        path = item.data(PATH_ROLE)
         if path and path != self.model.value("model", "name_or_path"):
             self._show_path(path)
             self.model.set_value("model", "name_or_path", path)
@@ -245,57 +251,68 @@ class ModelPanel(QWidget):
 
     def _select_local(self) -> None:
         """Select the listed model that is the session's, if any."""
-        current = self._real(self.model.value("model", "name_or_path"))
+        listed = self._listed(self.model.value("model", "name_or_path"))
         self.local_list.blockSignals(True)
         self.local_list.clearSelection()
-        for i in range(self.local_list.topLevelItemCount()):
-            item = self.local_list.topLevelItem(i)
-            if current and self._real(item.data(0, PATH_ROLE)) == current:
-                item.setSelected(True)
-                self.local_list.scrollToItem(item)
+        if listed is not None:
+            item = self.local_list.item(self.local.index(listed))
+            item.setSelected(True)
+            self.local_list.scrollToItem(item)
         self.local_list.blockSignals(False)
 
-    @staticmethod
-    def _real(path: str) -> str:
-        return os.path.realpath(os.path.expanduser(path)) if path else ""
+    def _listed(self, value: str):
+        """The listed model whose file `value` is (the same path first, then the same file
+        through links), or None."""
+        path = os.path.expanduser(value.strip()) if value else ""
+        if not path:
+            return None
+        same = [m for m in self.local if m.path == path]
+        real = os.path.realpath(path)
+        return next(iter(same), None) or next(
+            (m for m in self.local if os.path.realpath(m.path) == real), None
+        )
 
     def _refresh_gguf_note(self) -> None:
-        set_note(self.gguf_note, self.gguf_text(self.model.value("model", "name_or_path")))
+        about, problem = self.gguf_text(self.model.value("model", "name_or_path"))
+        set_note(self.gguf_note, about)
+        set_note(self.gguf_problem, problem)
 
-    def gguf_text(self, value: str) -> str:
-        """What the panel says about a GGUF model ('' for any other model)."""
+    def gguf_text(self, value: str) -> tuple[str, str]:
+        """(what the panel says about a GGUF model, why it cannot be trained); ('', '') for a
+        model that is not a GGUF file."""
         path = os.path.expanduser(value.strip())
         if not is_gguf_file(path):
-            return ""
+            return "", ""
         try:
             info = read_gguf_info(path)
+            check_supported(info)
         except UserError as exc:
-            return str(exc)
-        origin = next((m for m in self.local if self._real(m.path) == self._real(path)), None)
+            return "", str(exc)
+        origin = self._listed(path)
         what = f"{origin.name} from {origin.app}" if origin else os.path.basename(path)
-        text = (
-            f"GGUF model {what}: {info.architecture}, {info.quantization}, "
-            f"{size_text(info.size_bytes)}. It is imported once, when a run (or Try, Compare, "
-            "an export) first uses it: dequantized into a model folder in the app's cache "
-            f"({cache_root()}) and reused next time."
-        )
         done = imported_folder(path)
-        if done:
-            text += f" Already imported: {done}."
+        text = (
+            f"GGUF model {what} ({info.architecture}, {info.quantization}, "
+            f"{size_text(info.size_bytes)}). "
+            + (
+                "Already imported into the app's cache."
+                if done
+                else "Imported once, when first used: dequantized into a model folder in the "
+                "app's cache, reused next time."
+            )
+        )
+        self.gguf_note.setToolTip(f"The imported model: {done}" if done else f"In {cache_root()}")
         bits = quantization_bits(info.quantization)
         if bits is not None:
             text += (
-                f" Its weights are stored in {bits} bits ({info.quantization}): dequantized, they "
-                "are a little below the original model, and training starts from them."
+                f" Dequantized from {bits} bits, its weights are a little below the original "
+                "model's."
             )
         else:
             text += f" Its weights are {info.quantization}: the import is the original model."
         if origin is not None and origin.source == "ollama":
-            text += (
-                f" Export as GGUF takes it back to Ollama as {grpo_model_name(origin.name)}, with "
-                "its template and stop words."
-            )
-        return text
+            text += f" Export as GGUF brings it back to Ollama as {grpo_model_name(origin.name)}."
+        return text, ""
 
     def _on_model_box_edited(self, *_args) -> None:
         text = self.model_box.currentText().strip()

@@ -166,9 +166,21 @@ def cached_models(cache_dir: str | None = None) -> list[str]:
 
 
 def local_models():
-    """(models, skipped): the models Ollama and LM Studio keep on this computer, and the
-    (path, reason) of each entry that could not be read (a broken manifest, a missing blob)."""
+    """(models, skipped, problems): the models Ollama and LM Studio keep on this computer, the
+    (path, reason) of each entry that could not be read (a broken manifest, a missing blob), and
+    {path: why} for the listed ones that cannot be trained (an architecture or a quantization
+    transformers' GGUF loader does not read; engine/models/gguf_import.check_supported)."""
+    from grpo_desktop.engine.errors import UserError
+    from grpo_desktop.engine.models.gguf_import import check_supported
+    from grpo_desktop.engine.models.gguf_info import read_gguf_info
     from grpo_desktop.engine.models.local_models import find_local_models
 
     skipped: list[tuple[str, str]] = []
-    return find_local_models(skipped), skipped
+    models = find_local_models(skipped)
+    problems = {}
+    for m in models:
+        try:
+            check_supported(read_gguf_info(m.path))
+        except UserError as exc:
+            problems[m.path] = str(exc)
+    return models, skipped, problems
