@@ -2,13 +2,14 @@
 what this computer offers (GPU name and VRAM, or CPU and RAM).
 
 The model box takes a local folder, a hub id, builtin:demo or a GGUF file, and lists the models
-already in the local Hugging Face cache. Beside it, a table lists the GGUF models Ollama and LM
-Studio keep on this computer (name, app, architecture, quantization, size; the path in the
-tooltip): choosing one puts its file (an Ollama blob has no .gguf suffix) into
+already in the local Hugging Face cache. Below it, a list shows the GGUF models Ollama and LM
+Studio keep on this computer, two lines each (name; app, architecture, quantization, size: the
+panel is a dock 380 pixels wide; the path in the tooltip, and, greyed, why one cannot be
+trained): choosing one puts its file (an Ollama blob has no .gguf suffix) into
 model.name_or_path. Both scans run off the GUI thread. A GGUF model gets a note saying what
 happens to it: imported once (dequantized into a model folder in the app's cache, reused next
 time; engine/models/gguf_import.py), and, from a quantized file, a little below the original
-model. 4-bit quantization is disabled, with the reason, when the device probe finds no CUDA GPU.
+model; one transformers cannot read gets an error note naming what it reads. 4-bit quantization is disabled, with the reason, when the device probe finds no CUDA GPU.
 Edits go to the session model only.
 Try it: tests/ui/panels/test_panels.py, tests/ui/panels/test_model_list.py.
 """
