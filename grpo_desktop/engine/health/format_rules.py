@@ -22,19 +22,27 @@ from grpo_desktop.engine.health.hacking import number
 SPREAD = 1e-9  # format scores closer than this inside a group count as equal
 
 
-def format_state(rows: list[dict]) -> tuple[bool, float, float] | None:
-    """(some group has a format spread, best format score, mean format score) of one step's
-    rows, over the scored answers that have a format score; None when none has one."""
+def format_state(
+    rows: list[dict], tags: tuple[str, str] = ("think", "answer")
+) -> tuple[bool, float, float, bool | None] | None:
+    """(some group has a format spread, best format score, mean format score, whether any
+    answer writes any of the think/answer tags at all, None when the rows carry no text) of
+    one step's rows, over the scored answers with a format score; None when none has one."""
     by_group: dict[int, list[float]] = {}
+    marks = [f"<{t}>" for t in tags] + [f"</{t}>" for t in tags]
+    texts = []
     for r in rows:
         fmt = number((r.get("rewards") or {}).get("format"))
         if fmt is not None and number(r.get("reward")) is not None:
             by_group.setdefault(int(r.get("group", 0) or 0), []).append(fmt)
+            if isinstance(r.get("completion"), str):
+                texts.append(r["completion"])
     values = [v for group in by_group.values() for v in group]
     if not values:
         return None
     spread = any(len(g) >= 2 and max(g) - min(g) > SPREAD for g in by_group.values())
-    return spread, max(values), sum(values) / len(values)
+    tagged = any(m in t for t in texts for m in marks) if texts else None
+    return spread, max(values), sum(values) / len(values), tagged
 
 
 class FormatRules:
@@ -42,10 +50,11 @@ class FormatRules:
     `format_credit` and `format_steps` (set in HealthMonitor.__init__ and _configure)."""
 
     format_credit: str
-    format_steps: dict[int, tuple[bool, float, float]]
+    format_tags: tuple[str, str]
+    format_steps: dict[int, tuple[bool, float, float, bool | None]]
 
     def _on_format_rows(self, step: int, rows: list[dict]) -> None:
-        state = format_state(rows)
+        state = format_state(rows, self.format_tags)
         if state is not None:
             self.format_steps[step] = state
         for old in [s for s in self.format_steps if s < step - 2 * max(1, self._flat_steps())]:
@@ -82,11 +91,19 @@ class FormatRules:
                 "teaches nothing; switch Format credit to per tag (partial credit) or make the "
                 "system prompt show the format."
             )
+            states = [self.format_steps.get(k) for k in range(step - n + 1, step + 1)]
+            if all(s is not None and s[3] is False for s in states):
+                advice += (
+                    " Here not one answer wrote a single tag, so per-tag credit would score 0 "
+                    "too: show the format in the system prompt, with a short example answer."
+                )
         return self._raise("format_flat", step, message, advice)
 
 
-def credit_of(config: Any) -> str:
-    """The format credit of a run_started event's config dict ("all" when it has none)."""
+def credit_of(config: Any) -> tuple[str, tuple[str, str]]:
+    """The format credit ("all" when it has none) and the (think, answer) tag names of a
+    run_started event's config dict."""
     rewards = (config or {}).get("rewards") or {}
     credit = rewards.get("format_credit", "all")
-    return credit if credit in ("all", "per_tag") else "all"
+    tags = (str(rewards.get("think_tag") or "think"), str(rewards.get("answer_tag") or "answer"))
+    return (credit if credit in ("all", "per_tag") else "all"), tags

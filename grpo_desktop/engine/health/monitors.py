@@ -77,7 +77,8 @@ class HealthMonitor(HackingRules, FormatRules):
         self.groups: dict[int, tuple[int, int, int]] = {}  # step -> (no spread, all right, wrong)
         self.spread: deque = deque(maxlen=SPREAD_STEPS)  # (step, format cov, total var)
         self.format_credit = "all"  # rewards.format_credit of the run
-        self.format_steps: dict[int, tuple[bool, float, float]] = {}  # see format_rules
+        self.format_tags = ("think", "answer")  # its think and answer tag names
+        self.format_steps: dict[int, tuple] = {}  # step -> format_rules.format_state
 
     # ------------------------------------------------------------------ feeding
 
@@ -121,7 +122,7 @@ class HealthMonitor(HackingRules, FormatRules):
             "custom": r.get("custom_weight", 0.0) if (r.get("custom_checker") or "").strip() else 0,
         }
         self.weights = {k: float(w) for k, w in weights.items() if number(w) and w > 0}
-        self.format_credit = credit_of(config)
+        self.format_credit, self.format_tags = credit_of(config)
 
     def _raise(self, kind: str, step: int, message: str, advice: str) -> list[Alert]:
         if kind in self.raised or self._replaying:

@@ -79,6 +79,11 @@ def test_all_or_nothing_credit_on_untagged_answers_fires_with_the_advice():
     assert alert.advice.startswith("No answer uses the tags, so the all-or-nothing format reward")
     assert "switch Format credit to per tag (partial credit)" in alert.advice
     assert "system prompt show the format" in alert.advice
+    # Not a single tag in any answer (SmolLM2 under the default prompt, measured): per-tag
+    # credit alone would score 0 too, and the advice says so.
+    assert "not one answer wrote a single tag, so per-tag credit would score 0 too" in alert.advice
+    (partly,) = alerts(stream("all", PARTLY_TAGGED))  # some tags: per tag would spread
+    assert "single tag" not in partly.advice and "switch Format credit" in partly.advice
 
 
 def test_per_tag_credit_that_spreads_does_not_fire():
