@@ -182,7 +182,7 @@ def resolve_model_path(name_or_path: str, dtype: str | None = None) -> str:
     """A local folder, a built-in name or a hub id; a missing local folder is a clear error.
     A GGUF file (a .gguf, or an Ollama blob) is imported as a model folder once
     (gguf_import.py) and its folder returned: in `dtype` when given (what the run loads), else
-    an import in any dtype that exists, else float32."""
+    an import in any dtype that exists, else float32 (a float32 import serves every dtype)."""
     name = name_or_path.strip()
     if name.startswith(BUILTIN_PREFIX):
         return builtin_model_path(name[len(BUILTIN_PREFIX) :])
@@ -190,7 +190,9 @@ def resolve_model_path(name_or_path: str, dtype: str | None = None) -> str:
     if is_gguf_file(expanded):
         from grpo_desktop.engine.models.gguf_import import import_gguf, imported_folder
 
-        return imported_folder(expanded, dtype) or import_gguf(expanded, dtype or "float32")
+        # a float32 import serves any dtype without loss (from_pretrained converts it)
+        found = imported_folder(expanded, dtype) or imported_folder(expanded, "float32")
+        return found or import_gguf(expanded, dtype or "float32")
     if os.path.isfile(expanded) and expanded.lower().endswith(".gguf"):
         read_gguf_info(expanded)  # raises what is wrong with it: truncated, not a GGUF
     if os.path.isdir(expanded):

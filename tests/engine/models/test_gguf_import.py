@@ -260,9 +260,10 @@ def _small_config(path: str, model: str) -> str:
 
 
 @pytest.mark.timeout(300)
-def test_cli_train_on_a_gguf_path(exported, tmp_path):
+def test_cli_train_on_a_gguf_path(exported, tmp_path, monkeypatch):
     """`python -m grpo_desktop train` with a .gguf as model.name_or_path: imported (progress on
-    stderr and in the log before the run starts), trained, the config keeps the .gguf path."""
+    stderr and in the log before the run starts), trained, the config keeps the .gguf path;
+    Try then answers with the base model and the checkpoint from the same import."""
     path = exported[3]
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
     env.pop(gguf_import.CACHE_ENV, None)
@@ -281,13 +282,27 @@ def test_cli_train_on_a_gguf_path(exported, tmp_path):
         assert json.load(fh)["model"]["name_or_path"] == path
     imported = glob.glob(str(tmp_path / "xdg" / "grpo-desktop" / "imported" / "*" / RECORD))
     assert len(imported) == 1
+    # Try on the run: the base model and the checkpoint, loaded from the same import
+    from grpo_desktop.engine.runs.files import read_run_config
+    from grpo_desktop.engine.variants.run_variants import ModelVariants
+    from grpo_desktop.engine.variants.try_model import TrySettings, answer_prompt
+
+    monkeypatch.setenv("XDG_CACHE_HOME", env["XDG_CACHE_HOME"])
+    monkeypatch.delenv(gguf_import.CACHE_ENV, raising=False)
+    cfg = read_run_config(str(out))
+    variants = ModelVariants(cfg, str(out))
+    settings = TrySettings(max_new_tokens=4)
+    for side in ("base", "latest"):
+        answer = answer_prompt(variants, cfg, side, "What is 2 + 3?", "5", settings)
+        assert answer["samples"][0]["tokens"] > 0
+    assert len(os.listdir(tmp_path / "xdg" / "grpo-desktop" / "imported")) == 1
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_cli_estimate_eval_and_export_on_a_gguf_path(exported, tmp_path):
     """The other commands with a GGUF model: the estimate reads the header (no import), eval
-    and export import it on first use and reuse it."""
+    imports it on first use; train, Compare (eval --compare) and export reuse it."""
     path = exported[3]
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
     env.pop(gguf_import.CACHE_ENV, None)
@@ -304,6 +319,11 @@ def test_cli_estimate_eval_and_export_on_a_gguf_path(exported, tmp_path):
     out = tmp_path / "run"
     proc = _cli(["train", cfg, "--out", str(out), "--quiet"], env)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    table = tmp_path / "compare.csv"
+    args = ["eval", str(out), "--compare", "base", "--against", "latest", "--n", "2"]
+    proc = _cli([*args, "--table", str(table), "--no-sample"], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert table.is_file()
     for fmt in ("merged", "gguf"):
         proc = _cli(["export", str(out), "--format", fmt, "--out", str(tmp_path / fmt)], env)
         assert proc.returncode == 0, (fmt, proc.stderr[-3000:])
