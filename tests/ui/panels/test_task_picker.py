@@ -16,14 +16,17 @@ from grpo_desktop.ui.session.model import SessionModel
 from tests.support.dialogs import when_modal
 
 
-def panel_on_tasks(qtbot, tmp_path) -> tuple[DatasetPanel, SessionModel]:
+def panel_on_tasks(qtbot, tmp_path, show: bool = False) -> tuple[DatasetPanel, SessionModel]:
+    """A Dataset panel on a task run; shown, it previews (and loads the model's tokenizer for
+    the template), so only the preview test shows it."""
     cfg = demo_config().replace(
         data={"source": "task", "task": "basic_arithmetic", "task_size": 30, "eval_size": 5}
     )
     model = SessionModel(SessionDocument(str(tmp_path / "t.grpo"), cfg))
     panel = DatasetPanel(model)
     qtbot.addWidget(panel)
-    panel.show()
+    if show:
+        panel.show()
     return panel, model
 
 
@@ -98,9 +101,10 @@ def test_the_settings_form_is_built_from_the_tasks_config(qtbot, tmp_path):
 
 
 def test_the_preview_shows_the_tasks_problems(qtbot, tmp_path):
-    panel, _model = panel_on_tasks(qtbot, tmp_path)
+    panel, _model = panel_on_tasks(qtbot, tmp_path, show=True)
     panel.refresh_preview()
     qtbot.waitUntil(lambda: "held out" in panel.counts_label.text(), timeout=30000)
+    qtbot.waitUntil(lambda: not panel.cancel_button.isVisible(), timeout=60000)  # the template
     assert "reasoning-gym task basic_arithmetic" in panel.counts_label.text()
     assert panel.table.rowCount() > 0 and "Calculate" in panel.table.item(0, 0).text()
     assert not panel.path_widget.isVisible() and panel.task_widget.isVisible()
