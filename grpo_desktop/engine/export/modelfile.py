@@ -271,21 +271,26 @@ def ollama_modelfile(
         "",
     ]
     if origin.template:
-        lines.append(f"# Chat template, stop words and parameters: {origin.name}'s own.")
+        lines.append(f"# Chat template: {origin.name}'s own.")
         template = origin.template
     else:
         lines.append(f"# {origin.name} has no template in Ollama; this is the model's own.")
         template = _generated_template(generated)
     lines += [f'TEMPLATE """{_escaped(template)}"""', ""]
     if origin.stop:
+        lines.append(f"# Stop words: {origin.name}'s own.")
         lines += [f"PARAMETER stop {_quote(stop)}" for stop in origin.stop]
     else:  # the stop words the exported model's tokenizer ends an answer with
+        lines.append(f"# {origin.name} sets no stop words; these end the model's answers.")
         lines += [line for line in generated.splitlines() if line.startswith("PARAMETER stop ")]
     params = {k: v for k, v in origin.params.items() if k != "stop"}
+    if params:
+        lines.append(f"# Parameters: {origin.name}'s own.")
     for key, value in params.items():
         for one in value if isinstance(value, list) else [value]:
             lines.append(f"PARAMETER {key} {_param_value(one)}")
     if not params:  # the original sets none: the exported model's own defaults
+        lines.append("# Defaults of the exported model (its generation_config.json).")
         lines += [
             line for line in generated.splitlines()
             if line.startswith("PARAMETER ") and not line.startswith("PARAMETER stop ")

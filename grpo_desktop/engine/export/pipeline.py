@@ -310,6 +310,7 @@ def _write(plan: ExportPlan, tmp: str, outtype: str, stage: _Stages, remote_code
     summary = dict(result) if isinstance(result, dict) else {}
     if origin is not None:
         summary.update(back_to_ollama(tmp, origin, model_name, plan.cfg.data.system_prompt))
+        stage(0.98, f"To add it to Ollama, in {plan.out_dir}: {summary['ollama_create']}")
     if "modelfile" in summary:  # where it ends up, not the temporary folder it was written in
         summary["modelfile"] = os.path.join(plan.out_dir, "Modelfile")
     summary.setdefault("dtype", outtype)

@@ -224,13 +224,16 @@ def ollama_origin(path: str) -> LocalModel | None:
     several tags share it), or None when `path` is not an Ollama blob."""
     if not path:
         return None
-    real = os.path.realpath(os.path.expanduser(path))
-    folder = os.path.dirname(real)
-    if os.path.basename(folder) != "blobs" or not os.path.basename(real).startswith("sha256"):
-        return None
-    models = [
-        m for m in find_ollama_models([os.path.dirname(folder)]) if os.path.realpath(m.path) == real
+    given = os.path.abspath(os.path.expanduser(path))
+    real = os.path.realpath(given)
+    # The blob as named (it may be a link to the file), or the blob a link to it leads to.
+    roots = [
+        os.path.dirname(os.path.dirname(p))
+        for p in dict.fromkeys([given, real])
+        if os.path.basename(os.path.dirname(p)) == "blobs"
+        and os.path.basename(p).startswith("sha256")
     ]
+    models = [m for m in find_ollama_models(roots) if os.path.realpath(m.path) == real]
     models.sort(key=lambda m: (m.name.endswith(":latest"), m.name))
     return models[0] if models else None
 

@@ -44,7 +44,9 @@ def ollama_run(tmp_path_factory) -> tuple[str, str]:
 def test_a_run_on_an_ollama_model_exports_back_to_ollama(ollama_run, tmp_path):
     run, _blob = ollama_run
     out = tmp_path / "for-ollama"
-    summary = export(run, "gguf", str(out))
+    said = []
+    summary = export(run, "gguf", str(out), progress=lambda _f, message: said.append(message))
+    assert f"To add it to Ollama, in {out}: ollama create qwen2.5-0.5b-grpo -f Modelfile" in said
     assert summary["ollama_origin"] == "qwen2.5:0.5b"
     assert summary["ollama_name"] == "qwen2.5-0.5b-grpo"
     assert summary["ollama_create"] == "ollama create qwen2.5-0.5b-grpo -f Modelfile"

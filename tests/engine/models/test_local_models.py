@@ -147,6 +147,11 @@ def test_ollama_origin_names_the_blob_and_prefers_a_tag_that_is_not_latest(gguf,
     link.symlink_to(blob)
     assert ollama_origin(str(link)).name == "qwen2.5:0.5b"  # a link to the blob is the blob
     assert ollama_origin(gguf) is None  # a .gguf file outside Ollama
+    # A blob that is itself a link to a file kept elsewhere is still the Ollama model.
+    linked = ollama_model(str(tmp_path / "linked"), gguf, "smollm2:135m")
+    os.remove(linked)
+    os.symlink(gguf, linked)
+    assert ollama_origin(linked).name == "smollm2:135m"
     assert ollama_origin(str(tmp_path / "ollama" / "blobs" / ("sha256-" + "9" * 64))) is None
     assert ollama_origin("Qwen/Qwen2.5-0.5B") is None and ollama_origin("") is None
 
