@@ -33,7 +33,10 @@ from grpo_desktop.engine.config import DataConfig
 from grpo_desktop.engine.errors import DataError
 
 INSTALL_HINT = 'pip install "grpo-desktop[tasks]" (or pip install reasoning-gym)'
-HELD_OUT_SEED_OFFSET = 1_000_003  # held-out problems come from task_seed + this: another seed
+# Held-out problems come from task_seed + this. reasoning-gym draws problem i of seed s from
+# Random(s + i), so with at most 1,000,000 training problems (data.task_size's maximum) the two
+# sets never share a generator; equal questions that still occur are dropped from training.
+HELD_OUT_SEED_OFFSET = 1_000_003
 _NOT_TASKS = {"composite"}  # a mixture of other tasks, configured by a list of them
 _HIDDEN_FIELDS = {"seed", "size"}  # set by the app, not by the user
 # One-line descriptions where the task's own docstring has none or says little.
