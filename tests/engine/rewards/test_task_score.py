@@ -72,7 +72,10 @@ def test_the_tasks_partial_credit_and_the_reasons():
     names = e["metadata"]["names"]
     half = f"{names[0]} is a knight, and {names[1]} is a knight."
     half_score = ks.verdicts([e["question"]], [f"<answer>{half}</answer>"], [e["answer"]])[0].score
-    assert half_score in (1.0,) if half == e["answer"] else 0.0 <= half_score < 1.0
+    if half == e["answer"]:
+        assert half_score == 1.0
+    else:  # knights_knaves gives part marks per person right
+        assert 0.0 <= half_score < 1.0
 
 
 def test_a_problem_that_is_not_the_tasks_and_has_no_reference_is_not_scored():
