@@ -372,3 +372,43 @@ def test_smollm2_imports_and_answers_in_chatml(cache):
     assert "blue" in tok.decode(new[:-1], skip_special_tokens=True).lower()  # it still knows
     note = gguf_import.source_note(read_record(folder))
     assert "dequantized from 4 bits" in note
+
+
+DISK_DRIVER = r"""
+import json, os, subprocess, sys
+gguf_file, small, out_json = sys.argv[1:4]
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", small], check=True)
+env = dict(os.environ, GRPO_DESKTOP_MODEL_CACHE=os.path.join(small, "cache"))
+p = subprocess.run([sys.executable, "-m", "grpo_desktop", "eval", gguf_file, "--n", "1",
+                    "--no-sample"], capture_output=True, text=True, env=env)
+left = []
+for root, dirs, files in os.walk(small):
+    left += [os.path.join(root, n) for n in files]
+with open(out_json, "w") as fh:
+    json.dump({"code": p.returncode, "err": p.stderr, "left": left}, fh)
+"""
+
+
+@pytest.mark.slow  # a CLI process in a private mount namespace
+@pytest.mark.timeout(300)
+def test_a_disk_too_small_for_the_import_is_refused_before_writing(exported, tmp_path):
+    from tests.support.hazards import mount_problem, unshare
+
+    problem = mount_problem(tmp_path)
+    if problem:
+        pytest.skip(problem)
+    small = tmp_path / "small"
+    small.mkdir()
+    out = tmp_path / "result.json"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    subprocess.run(
+        [*unshare(), sys.executable, "-c", DISK_DRIVER, exported[3], str(small), str(out)],
+        check=True,
+        env=env,
+        timeout=280,
+    )
+    r = json.loads(out.read_text())
+    assert r["code"] == 2, r["err"]
+    assert "Importing small in float32 writes about" in r["err"]
+    assert "Free some space, or set GRPO_DESKTOP_MODEL_CACHE" in r["err"]
+    assert "Traceback" not in r["err"] and r["left"] == []
