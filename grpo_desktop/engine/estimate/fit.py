@@ -258,9 +258,10 @@ def _compute_dtype(cfg: TrainConfig, kind: str, gpu: dict | None = None) -> str:
 
 def typical_prompt_tokens(cfg: TrainConfig, path: str) -> tuple[int, str]:
     """(tokens, how it was found): the longest of the data's first prompts with the model's
-    chat template, when the data is the built-in generator or a local file; else assumed."""
+    chat template, when the data is generated (built-in, a reasoning-gym task) or a local file;
+    else assumed."""
     limit = cfg.data.max_prompt_length
-    if cfg.data.source not in ("arithmetic", "file") or not os.path.isdir(path):
+    if cfg.data.source not in ("arithmetic", "file", "task") or not os.path.isdir(path):
         return min(limit, ASSUMED_PROMPT_TOKENS), "assumed"
     try:
         from grpo_desktop.engine.data.dataset import build_prompt, preview_rows
@@ -268,7 +269,8 @@ def typical_prompt_tokens(cfg: TrainConfig, path: str) -> tuple[int, str]:
         from grpo_desktop.engine.sampling.rollout import prompt_token_ids
 
         _columns, rows = preview_rows(cfg.data, 16)
-        column = "question" if cfg.data.source == "arithmetic" else cfg.data.prompt_column
+        generated = cfg.data.source in ("arithmetic", "task")
+        column = "question" if generated else cfg.data.prompt_column
         tok = load_tokenizer(path)
         texts = [build_prompt(tok, str(r.get(column, "")), cfg.data.system_prompt) for r in rows]
         longest = max((len(ids) for ids in prompt_token_ids(tok, texts)), default=0)

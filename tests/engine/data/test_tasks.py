@@ -149,3 +149,15 @@ def test_the_config_layer_does_not_import_reasoning_gym():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr[-2000:]
+
+
+def test_will_it_fit_measures_the_tasks_prompts():
+    from grpo_desktop.engine.config.demo import demo_config
+    from grpo_desktop.engine.estimate.fit import typical_prompt_tokens
+    from grpo_desktop.engine.models.loading import resolve_model_path
+
+    cfg = demo_config().replace(
+        data={"source": "task", "task": "countdown", "task_size": 20, "eval_size": 2}
+    )
+    tokens, how = typical_prompt_tokens(cfg, resolve_model_path("builtin:demo"))
+    assert how != "assumed" and tokens > 300  # countdown's instructions: a long prompt
