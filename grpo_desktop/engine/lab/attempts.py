@@ -83,9 +83,11 @@ ATTEMPTS: tuple[BuiltinAttempt, ...] = (
 )
 
 # A second built-in group: a small pretrained instruct model's first answers to a prompt that
-# asks for the think/answer tags (written after SmolLM2-135M-Instruct's). None uses all four
-# tags in place, so all-or-nothing format credit scores every one 0: the format part has no
-# spread and teaches nothing; per-tag credit ranks them by the tags they got right.
+# asks for the think/answer tags, some of which write some of the tags. None uses all four in
+# place, so all-or-nothing format credit scores every one 0: the format part has no spread and
+# teaches nothing; per-tag credit ranks them by the tags they got right. (A model that writes no
+# tag at all, as SmolLM2-135M-Instruct does under the default system prompt, gets 0 from both:
+# then only a prompt that shows the format can start it.)
 UNTAGGED_PROMPT = "What is 8 × 7? Think in <think></think>, then answer in <answer></answer>."
 UNTAGGED_ANSWER = "56"
 UNTAGGED_ATTEMPTS: tuple[BuiltinAttempt, ...] = (

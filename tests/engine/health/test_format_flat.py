@@ -26,7 +26,7 @@ UNTAGGED = [
     "The product of 8 and 3 is 21.",
     "8 × 3 = 24. This is because multiplying means repeated addition.",
 ]
-# The same model a few steps into per-tag credit: some answers start using tags.
+# Answers of a model that writes some of the tags, never all four in place.
 PARTLY_TAGGED = [
     "<think>8 + 8 + 8</think> The answer is 24.",
     "8 × 3 = 24",
