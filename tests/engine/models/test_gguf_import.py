@@ -206,6 +206,25 @@ def test_an_unsupported_architecture_names_what_is_supported(tmp_path, cache):
     assert not os.path.exists(cache) or os.listdir(cache) == []
 
 
+def test_a_quantization_gguf_cannot_dequantize_names_the_readable_ones(tmp_path, cache):
+    import gguf
+
+    path = str(tmp_path / "q8_1.gguf")
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_block_count(1)
+    q8_1 = gguf.GGMLQuantizationType.Q8_1  # llama.cpp's intermediate type, never dequantized
+    writer.add_tensor("token_embd.weight", np.zeros((4, 40), dtype=np.uint8), raw_dtype=q8_1)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    assert read_gguf_info(path).quantization == "Q8_1"
+    with pytest.raises(ModelError, match="stores weights as Q8_1, which gguf cannot") as caught:
+        import_gguf(path)
+    assert "Q4_K" in str(caught.value) and "Q8_0" in str(caught.value)
+    assert not os.path.exists(cache) or os.listdir(cache) == []
+
+
 def test_a_failed_import_leaves_nothing_that_counts_as_done(tmp_path, cache):
     """transformers fails halfway through (a llama file without its block count): the temporary
     folder goes, and the next attempt starts afresh."""
