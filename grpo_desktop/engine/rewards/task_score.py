@@ -44,6 +44,11 @@ from grpo_desktop.engine.rewards.values import normalise_text
 
 _HEDGE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly)\b", re.IGNORECASE)
 MAX_ANSWER_CHARS = 2000  # longer final answers are not handed to the task's checker
+# Several tasks evaluate the answer with sympy (countdown: parse_expr), which computes a tower of
+# powers such as 9**9**9 exactly and never returns: an answer with two powers, or an exponent of
+# five or more digits, is not handed to the checker.
+_POWER = re.compile(r"\*\*|\^")
+_BIG_EXPONENT = re.compile(r"(?:\*\*|\^)\s*[({]?\s*\d{5,}")
 
 
 def _scopes(text: str, think_tag: str) -> list[str]:
@@ -196,6 +201,10 @@ class TaskVerifier:
                 continue
             if len(text) > MAX_ANSWER_CHARS:
                 out.append(AccuracyVerdict(0.0, text[:80] + "...", "the final answer is too long"))
+                continue
+            if len(_POWER.findall(text)) > 1 or _BIG_EXPONENT.search(text):
+                why = "powers too large to check safely"
+                out.append(AccuracyVerdict(0.0, text[:80], why))
                 continue
             score, reason = self._score(problem, text, reference)
             out.append(AccuracyVerdict(score, text, reason or None))

@@ -198,3 +198,19 @@ def test_open_in_lab_scores_a_task_runs_rollouts_with_the_tasks_checker():
         lab.close()
     scored = sorted(result.rows, key=lambda r: r.index)
     assert [r.parts["accuracy"] for r in scored] == [1.0, pytest.approx(0.05)]
+
+
+@pytest.mark.timeout(60)
+def test_a_tower_of_powers_is_not_handed_to_a_checker_that_would_never_return():
+    # countdown's checker evaluates with sympy, which computes 9**9**9 exactly: forever
+    verifier = TaskVerifier(task_data("countdown"))
+    entry = verifier.problems.train[0]
+    q, a = entry["question"].strip(), entry["answer"]
+    completions = [
+        "<answer>9**9**9</answer>",
+        "<answer>2**123456</answer>",
+        "<answer>3**2</answer>",
+    ]
+    verdicts = verifier.verdicts([q] * 3, completions, [a] * 3)
+    assert [v.score for v in verdicts] == [0.0, 0.0, pytest.approx(0.05)]
+    assert verdicts[0].reason == "powers too large to check safely"
