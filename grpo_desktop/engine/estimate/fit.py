@@ -261,7 +261,7 @@ def typical_prompt_tokens(cfg: TrainConfig, path: str) -> tuple[int, str]:
     chat template, when the data is generated (built-in, a reasoning-gym task) or a local file;
     else assumed."""
     limit = cfg.data.max_prompt_length
-    if cfg.data.source not in ("arithmetic", "file", "task") or not os.path.isdir(path):
+    if cfg.data.source not in ("arithmetic", "file", "task") or not os.path.exists(path):
         return min(limit, ASSUMED_PROMPT_TOKENS), "assumed"
     try:
         from grpo_desktop.engine.data.dataset import build_prompt, preview_rows
@@ -271,7 +271,12 @@ def typical_prompt_tokens(cfg: TrainConfig, path: str) -> tuple[int, str]:
         _columns, rows = preview_rows(cfg.data, 16)
         generated = cfg.data.source in ("arithmetic", "task")
         column = "question" if generated else cfg.data.prompt_column
-        tok = load_tokenizer(path)
+        if os.path.isdir(path):
+            tok = load_tokenizer(path)
+        else:  # a GGUF not imported yet: the tokenizer in its header
+            from grpo_desktop.engine.models.gguf_import import gguf_tokenizer
+
+            tok = gguf_tokenizer(path)
         texts = [build_prompt(tok, str(r.get(column, "")), cfg.data.system_prompt) for r in rows]
         longest = max((len(ids) for ids in prompt_token_ids(tok, texts)), default=0)
     except Exception:  # noqa: BLE001 - unreadable data or tokenizer: the run will say why

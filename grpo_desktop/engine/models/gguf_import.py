@@ -422,6 +422,22 @@ def import_events(path: str, dtype: str, step: int = 0) -> Iterator[LogMessage]:
         raise outcome[0]
 
 
+def gguf_tokenizer(path: str):
+    """The tokenizer of the GGUF at `path`, read from the file without importing the weights
+    (what the estimate measures prompts with)."""
+    from transformers import AutoTokenizer
+
+    links = tempfile.mkdtemp(prefix="gguf-link-")
+    try:
+        where, name = _gguf_link(os.path.expanduser(path), links)
+        tok = AutoTokenizer.from_pretrained(where, gguf_file=name)
+    finally:
+        shutil.rmtree(links, ignore_errors=True)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
 def _drop_tokens_beyond(folder: str, rows: int) -> None:
     """Remove from the saved tokenizer the added tokens whose id has no embedding row.
 

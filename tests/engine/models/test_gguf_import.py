@@ -331,6 +331,8 @@ def test_cli_estimate_eval_and_export_on_a_gguf_path(exported, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     estimate = json.loads(proc.stdout.strip().splitlines()[-1])
     assert estimate["model"]["params"] == read_gguf_info(path).parameters
+    assert any("GGUF file's header" in note for note in estimate["notes"])
+    assert not any("Prompts assumed" in note for note in estimate["notes"])  # measured
     assert not imported.exists()
     proc = _cli(["eval", path, "--n", "2", "--no-sample"], env)
     assert proc.returncode == 0, proc.stderr[-3000:]
