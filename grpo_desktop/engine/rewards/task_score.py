@@ -45,10 +45,10 @@ from grpo_desktop.engine.rewards.values import normalise_text
 _HEDGE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly)\b", re.IGNORECASE)
 MAX_ANSWER_CHARS = 2000  # longer final answers are not handed to the task's checker
 # Several tasks evaluate the answer with sympy (countdown: parse_expr), which computes a tower of
-# powers such as 9**9**9 exactly and never returns: an answer with two powers, or an exponent of
-# five or more digits, is not handed to the checker.
+# powers such as 9**9**9 (or factorial(99999999)) exactly and never returns: an answer with two
+# powers, an exponent of five or more digits or a factorial is not handed to the checker.
 _POWER = re.compile(r"\*\*|\^")
-_BIG_EXPONENT = re.compile(r"(?:\*\*|\^)\s*[({]?\s*\d{5,}")
+_BIG_EXPONENT = re.compile(r"(?:\*\*|\^)\s*[({]?\s*\d{5,}|factorial|\d\s*!")
 
 
 def _scopes(text: str, think_tag: str) -> list[str]:
