@@ -209,8 +209,9 @@ def test_a_tower_of_powers_is_not_handed_to_a_checker_that_would_never_return():
     completions = [
         "<answer>9**9**9</answer>",
         "<answer>2**123456</answer>",
+        "<answer>factorial(99999999)</answer>",
         "<answer>3**2</answer>",
     ]
-    verdicts = verifier.verdicts([q] * 3, completions, [a] * 3)
-    assert [v.score for v in verdicts] == [0.0, 0.0, pytest.approx(0.05)]
+    verdicts = verifier.verdicts([q] * 4, completions, [a] * 4)
+    assert [v.score for v in verdicts] == [0.0, 0.0, 0.0, pytest.approx(0.05)]
     assert verdicts[0].reason == "powers too large to check safely"
