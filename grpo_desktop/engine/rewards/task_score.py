@@ -15,7 +15,9 @@ tags, else \\boxed{}, else the final-answer sentence, else the last value; the t
 apples."), for other answers (an expression, a sentence) the region's whole text. A hedge,
 several different answers (two tags, "17 or 18" for a number), scores 0 under the strict
 checker, as the app's checker does; the lenient one passes the last. Partial credit is the
-task's: countdown gives 0.05 to a wrong expression.
+task's: countdown gives 0.05 to a wrong expression. The checkers run in this process (some
+evaluate the answer with sympy, as reasoning-gym does everywhere): answers they could never finish
+(9**9**9, a factorial) and answers over MAX_ANSWER_CHARS score 0 without being checked.
 
 Torch-free. `functions.RewardSet` uses this when its data settings are a task's; the other call
 sites use `accuracy_verdicts_for`.
