@@ -271,7 +271,9 @@ def _gguf_link(path: str, scratch: str) -> tuple[str, str]:
 
 class _Clock:
     """Progress with the time left, from how fast the fraction has grown; within a stage, at
-    most one report per 5 % or 3 seconds (a model has hundreds of tensors)."""
+    most one report per 5 % or 3 seconds (a model has hundreds of tensors). The stages'
+    fractions are their shares of SmolLM2's import (2 busy cores, 19 s): tokenizer 15 %,
+    configuration and model 65 %, dequantizing 5 %, saving 5 %."""
 
     def __init__(self, progress: Progress | None) -> None:
         self.progress, self.t0 = progress, time.monotonic()
@@ -288,9 +290,8 @@ class _Clock:
             return
         self.last = (fraction, now, stage)
         elapsed = now - self.t0
-        if 0.05 < fraction < 1 and elapsed > 1:
-            left = elapsed / fraction * (1 - fraction)
-            message += f" (about {_duration(left)} left)"
+        if 0.1 <= fraction < 1 and elapsed > 1:
+            message += f" (about {_duration(elapsed / fraction * (1 - fraction))} left)"
         self.progress(min(max(fraction, 0.0), 1.0), message)
 
 
@@ -365,11 +366,12 @@ def _dequantize_and_save(path: str, info: GgufInfo, dtype: str, out: str, clock:
         where, name = _gguf_link(path, links)
 
         def dequantized(done: int, total: int) -> None:
-            clock(0.05 + 0.75 * done / total, f"Dequantizing {info.name}: tensor {done}/{total}")
+            clock(0.85 + 0.05 * done / total, f"Dequantizing {info.name}: tensor {done}/{total}")
 
-        clock(0.02, f"Reading {info.name}'s tokenizer")
+        clock(0.05, f"Reading {info.name}'s tokenizer")
         try:
             tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=name)
+            clock(0.2, f"Reading {info.name}'s configuration and weights")
             with _tensor_progress(dequantized):
                 model = AutoModelForCausalLM.from_pretrained(
                     where, gguf_file=name, dtype=getattr(torch, dtype)
@@ -384,7 +386,7 @@ def _dequantize_and_save(path: str, info: GgufInfo, dtype: str, out: str, clock:
             ) from exc
     finally:
         shutil.rmtree(links, ignore_errors=True)
-    clock(0.82, f"Saving {info.name} as a safetensors folder")
+    clock(0.92, f"Saving {info.name} as a safetensors folder")
     _strip_quantizer(model)
     model.config.name_or_path = os.path.abspath(path)
     model.save_pretrained(out)
