@@ -27,13 +27,14 @@ from grpo_desktop import __version__
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.data.dataset import Example, load_data
 from grpo_desktop.engine.errors import ConfigError, UserError
-from grpo_desktop.engine.export.plan import shipped_builtin_model
+from grpo_desktop.engine.export.plan import base_location, shipped_builtin_model
 from grpo_desktop.engine.export.trl_map import (
     MAPPED,
     batch_layout,
     export_settings,
     unmapped_rows,
 )
+from grpo_desktop.engine.models.gguf_info import is_gguf_file
 
 # The versions the exported project was run with (tests/engine/export/test_export_trl.py checks that they are
 # the installed ones, so a change of environment is noticed and the export tested again).
@@ -247,6 +248,13 @@ def write_trl_project(cfg: TrainConfig, out_dir: str, *, progress: Progress | No
         settings["runtime"]["model"] = _copy_builtin_model(name, out_dir)
         files.append("model/")
         model_note = f"GRPO Desktop's built-in model ({name}), copied into `model/`."
+    elif is_gguf_file(os.path.expanduser(name)):  # TRL loads folders: the GGUF's import
+        say(0.6, "Finding the GGUF model's imported folder")
+        settings["runtime"]["model"] = base_location(name)[0]
+        model_note = (
+            f"The folder GRPO Desktop imported {name} into (its weights dequantized): copy it "
+            "to where you train and pass `--model PATH` if the path differs there."
+        )
     elif os.path.isdir(os.path.expanduser(name)):
         model_note = (
             "A folder on the machine that exported this project: copy it to where you train "

@@ -321,7 +321,8 @@ def test_cli_train_on_a_gguf_path(exported, tmp_path, monkeypatch):
 @pytest.mark.timeout(900)
 def test_cli_estimate_eval_and_export_on_a_gguf_path(exported, tmp_path):
     """The other commands with a GGUF model: the estimate reads the header (no import), eval
-    imports it on first use; train, Compare (eval --compare) and export reuse it."""
+    imports it on first use; train, Compare (eval --compare) and export (merged, GGUF, and a
+    TRL project pointing at the imported folder) reuse it."""
     path = exported[3]
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
     env.pop(gguf_import.CACHE_ENV, None)
@@ -350,6 +351,11 @@ def test_cli_estimate_eval_and_export_on_a_gguf_path(exported, tmp_path):
         assert proc.returncode == 0, (fmt, proc.stderr[-3000:])
     assert os.path.isfile(tmp_path / "merged" / "config.json")
     assert glob.glob(str(tmp_path / "gguf" / "*.gguf"))
+    proc = _cli(["export", cfg, "--format", "trl", "--out", str(tmp_path / "trl")], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(tmp_path / "trl" / "settings.json", encoding="utf-8") as fh:
+        model = json.load(fh)["runtime"]["model"]  # TRL loads a folder: the import's
+    assert os.path.dirname(model) == str(imported) and os.path.isfile(f"{model}/config.json")
     assert len(os.listdir(imported)) == 1  # one import, reused by every command
 
 
