@@ -322,10 +322,11 @@ def import_dtype(cfg: TrainConfig, for_inference: bool = False) -> str:
 def model_import_events(cfg: TrainConfig, step: int = 0):
     """The progress of importing the config's model when it is a GGUF file not yet imported,
     as log events (gguf_import.py `import_events`); nothing for any other model."""
+    from grpo_desktop.engine.config import validate
     from grpo_desktop.engine.models.gguf_import import import_events
 
     name = cfg.model.name_or_path.strip()
-    if name.startswith(BUILTIN_PREFIX):
+    if name.startswith(BUILTIN_PREFIX) or validate(cfg):  # settings to fix: say that first
         return iter(())
     return import_events(name, import_dtype(cfg), step)
 
