@@ -5,7 +5,8 @@ dequantizes once through transformers' GGUF loader (`from_pretrained(folder, ggu
 and saves a safetensors folder in the app's model cache, keyed by the file's resolved path, size,
 modification time and the dtype, so the next run, Try or export reuses it in a second. The
 folder is written under a temporary name and renamed when complete: a crash never leaves a half
-folder that counts as imported. `grpo_import.json` in it records where it came from.
+folder that counts as imported, and the next import removes what a killed one left.
+`grpo_import.json` in it records where it came from.
 
 Two things transformers does not do for us: it refuses `save_pretrained` on a GGUF-loaded model
 (the model keeps the GGUF quantizer's marks, though its weights are plain tensors after
@@ -320,9 +321,12 @@ def import_gguf(path: str, dtype: str = "float32", progress: Progress | None = N
     # architectures known to supported_architectures)
 
     check_supported(info)
-    check_room(info, dtype, os.path.dirname(folder))
+    root = os.path.dirname(folder)
+    _remove_abandoned(root)
+    check_room(info, dtype, root)
     started = time.time()
-    scratch = tempfile.mkdtemp(prefix=f".{os.path.basename(folder)}.", dir=os.path.dirname(folder))
+    prefix = f".{os.path.basename(folder)}.{os.getpid()}."
+    scratch = tempfile.mkdtemp(prefix=prefix, dir=root)
     try:
         _dequantize_and_save(path, info, dtype, scratch, clock)
         record = {
@@ -361,6 +365,30 @@ def import_gguf(path: str, dtype: str = "float32", progress: Progress | None = N
     release_free_heap()
     clock(1.0, f"Imported {info.name} into {folder}")
     return folder
+
+
+def _remove_abandoned(root: str) -> None:
+    """Delete the temporary folders of imports whose process is gone (killed mid-import: a
+    7B's half-written folder is gigabytes). Named .<folder>.<pid>.<random>."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split(".")
+        if not name.startswith(".") or len(parts) < 4 or not parts[-2].isdigit():
+            continue
+        pid = int(parts[-2])
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # still running (or not ours to signal): its import may be under way
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
 def _dequantize_and_save(path: str, info: GgufInfo, dtype: str, out: str, clock: _Clock) -> None:

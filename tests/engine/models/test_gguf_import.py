@@ -139,6 +139,26 @@ def test_second_import_reuses_the_folder(exported, cache):
     assert sorted(os.listdir(cache)) == [os.path.basename(folder)]  # no temporary folder left
 
 
+def test_an_abandoned_import_folder_is_removed_a_running_one_kept(exported, cache):
+    """A process killed mid-import leaves its temporary folder: the next import deletes it,
+    but not the folder of an import still running in another process."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        cache.mkdir()
+        abandoned = cache / f".small-f16-float32-0123.{dead.pid}.x1y2"
+        running = cache / f".small-f16-float32-0123.{alive.pid}.z3w4"
+        for folder in (abandoned, running):
+            folder.mkdir()
+            (folder / "model.safetensors").write_bytes(b"half")
+        folder = import_gguf(exported[3])
+        assert sorted(os.listdir(cache)) == sorted([running.name, os.path.basename(folder)])
+    finally:
+        alive.kill()
+        alive.wait()
+
+
 def test_a_blob_without_suffix_imports_and_its_events_say_so(exported, cache, tmp_path):
     """Ollama's blobs are GGUF files named sha256-…: recognised by their first bytes."""
     blob = tmp_path / "blobs" / "sha256-0123abcd"
