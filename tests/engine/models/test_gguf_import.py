@@ -125,6 +125,33 @@ def test_import_gives_the_same_weights_and_greedy_tokens(exported, cache):
     assert _greedy(imported, imported_tok) == _greedy(rounded.eval(), tok)
 
 
+@pytest.mark.slow  # builds, exports and imports a second model: 8 s on 2 busy cores
+def test_a_qwen2_gguf_imports_with_the_same_weights_and_greedy_tokens(tmp_path, cache):
+    """Qwen2.5's shape (q/k/v biases, 32 embedding rows past the tokenizer, ChatML): the
+    family most Ollama users pull."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_desktop.engine.export.gguf import write_gguf
+
+    model, tok = build_small(str(tmp_path / "qwen"), "qwen2.5-0.5b-shaped", real_pre_tokenizer=True)
+    result = write_gguf(str(tmp_path / "qwen"), str(tmp_path / "gguf"), outtype="f16", name="q")
+    assert read_gguf_info(result["path"]).architecture == "qwen2"
+    folder = import_gguf(result["path"])
+    imported = AutoModelForCausalLM.from_pretrained(folder)
+    imported_tok = AutoTokenizer.from_pretrained(folder)
+    expected = {k: v if v.dim() == 1 else v.half().float() for k, v in model.state_dict().items()}
+    got = imported.state_dict()
+    assert set(got) == set(expected)
+    assert all(torch.equal(got[k], expected[k]) for k in expected)
+    assert imported_tok.eos_token == "<|im_end|>"
+    assert len(imported_tok) <= imported.get_input_embeddings().num_embeddings
+    rounded = model.__class__(model.config)
+    rounded.load_state_dict(expected)
+    for m in (rounded, imported):
+        m.generation_config.pad_token_id = tok.pad_token_id
+    assert _greedy(imported, imported_tok) == _greedy(rounded.eval(), tok)
+
+
 def test_second_import_reuses_the_folder(exported, cache):
     path = exported[3]
     folder = import_gguf(path)
