@@ -181,6 +181,21 @@ class DataConfig:
         help="Instructions put before every problem. Tell the model the format the format reward "
         "checks for.",
     )
+    example_problem: str = option(
+        "",
+        label="Worked example: problem",
+        help="An example problem shown to the model before every real one, as an earlier turn of "
+        "the conversation, followed by the worked example's answer. Small models copy a format "
+        "they see far better than one they are only told about. Leave both example fields empty "
+        "for none.",
+    )
+    example_answer: str = option(
+        "",
+        label="Worked example: answer",
+        help="The perfect answer to the example problem, as the model should write it. Keep it in "
+        "exactly the format the format reward checks, e.g. <think>7 × 8 = 56</think> "
+        "<answer>56</answer>: the model copies what it sees. Leave empty for no example.",
+    )
     eval_size: int = option(
         64,
         label="Held-out problems",

@@ -204,6 +204,14 @@ def validate(cfg: TrainConfig) -> list[str]:
         msgs.append(f"Data source '{d.source}' needs a path or dataset id in data.path.")
     if not generated and (not d.prompt_column.strip() or not d.answer_column.strip()):
         msgs.append("Name the prompt column and the answer column of your dataset.")
+    if bool(d.example_problem.strip()) != bool(d.example_answer.strip()):
+        given, missing = (
+            ("problem", "answer") if d.example_problem.strip() else ("answer", "problem")
+        )
+        msgs.append(
+            f"The worked example has a {given} but no {missing}: fill in its {missing} too "
+            "(Dataset panel, Worked example), or clear both fields for no example."
+        )
     total = (
         r.accuracy_weight + r.format_weight + (r.custom_weight if r.custom_checker.strip() else 0)
     )

@@ -65,29 +65,74 @@ class PromptData:
 # ----------------------------------------------------------------------------- answers, prompts
 
 
-def build_prompt(tokenizer: Any, problem: str, system_prompt: str = "") -> str:
+def worked_example(data: DataConfig) -> tuple[str, str] | None:
+    """The run's worked example as (problem, answer), or None when it has none (either empty)."""
+    problem, answer = data.example_problem.strip(), data.example_answer.strip()
+    return (problem, answer) if problem and answer else None
+
+
+def prompt_for(tokenizer: Any, problem: str, data: DataConfig) -> str:
+    """`build_prompt` with the run's system prompt and worked example: what every caller that
+    has the run's DataConfig uses, so none can leave the example out."""
+    return build_prompt(tokenizer, problem, data.system_prompt, worked_example(data))
+
+
+def example_messages(example: tuple[str, str] | None) -> list[dict[str, str]]:
+    """The worked example as the two earlier chat turns (user, then assistant) before a problem."""
+    if example is None:
+        return []
+    return [
+        {"role": "user", "content": example[0]},
+        {"role": "assistant", "content": example[1]},
+    ]
+
+
+def plain_prefix(system_prompt: str, example: tuple[str, str] | None = None) -> str:
+    """What PLAIN_TEMPLATE puts before the question: the system prompt, then the worked example
+    as an earlier "Question: …\nAnswer: …" block."""
+    system = system_prompt.strip()
+    head = f"{system}\n\n" if system else ""
+    if example is None:
+        return head
+    return head + PLAIN_TEMPLATE.format(system="", problem=example[0]) + f" {example[1]}\n\n"
+
+
+def build_prompt(
+    tokenizer: Any,
+    problem: str,
+    system_prompt: str = "",
+    example: tuple[str, str] | None = None,
+) -> str:
     """The text fed to the model: the tokenizer's chat template, or PLAIN_TEMPLATE without one.
 
-    Chat templates that reject a system message (Gemma's, for one) get the instructions at the
-    start of the user message instead.
+    A worked example (problem, answer) comes first as an earlier exchange: a user turn and the
+    assistant's answer before the real problem's turn; in the plain template a
+    "Question: …\nAnswer: …" block before the real question. Chat templates that reject a system
+    message (Gemma's, for one) get the instructions at the start of the first user message.
     """
     system = system_prompt.strip()
     if tokenizer is None or not getattr(tokenizer, "chat_template", None):
-        return PLAIN_TEMPLATE.format(system=f"{system}\n\n" if system else "", problem=problem)
+        return PLAIN_TEMPLATE.format(system=plain_prefix(system, example), problem=problem)
     from jinja2 import TemplateError
 
+    turns = [*example_messages(example), {"role": "user", "content": problem}]
     messages = [{"role": "system", "content": system}] if system else []
-    messages.append({"role": "user", "content": problem})
     try:
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return tokenizer.apply_chat_template(
+            messages + turns, tokenize=False, add_generation_prompt=True
+        )
     except TemplateError as exc:
         if not system:
+            what = "the worked example's turns" if example else "a plain user message"
             raise ModelError(
-                f"The model's chat template failed on a plain user message ({exc}). Fix the "
-                "chat_template in its tokenizer_config.json, or remove it to use a plain prompt."
+                f"The model's chat template failed on {what} ({exc}). Fix the chat_template in "
+                "its tokenizer_config.json, or remove it to use a plain prompt"
+                + (", or clear the worked example." if example else ".")
             ) from None
-    merged = [{"role": "user", "content": f"{system}\n\n{problem}"}]
-    return tokenizer.apply_chat_template(merged, tokenize=False, add_generation_prompt=True)
+    first = {"role": "user", "content": f"{system}\n\n{turns[0]['content']}"}
+    return tokenizer.apply_chat_template(
+        [first, *turns[1:]], tokenize=False, add_generation_prompt=True
+    )
 
 
 # ----------------------------------------------------------------------------- batch order

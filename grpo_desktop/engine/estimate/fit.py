@@ -264,7 +264,7 @@ def typical_prompt_tokens(cfg: TrainConfig, path: str) -> tuple[int, str]:
     if cfg.data.source not in ("arithmetic", "file", "task") or not os.path.exists(path):
         return min(limit, ASSUMED_PROMPT_TOKENS), "assumed"
     try:
-        from grpo_desktop.engine.data.dataset import build_prompt, preview_rows
+        from grpo_desktop.engine.data.dataset import preview_rows, prompt_for
         from grpo_desktop.engine.models.loading import load_tokenizer
         from grpo_desktop.engine.sampling.rollout import prompt_token_ids
 
@@ -277,7 +277,7 @@ def typical_prompt_tokens(cfg: TrainConfig, path: str) -> tuple[int, str]:
             from grpo_desktop.engine.models.gguf_import import gguf_tokenizer
 
             tok = gguf_tokenizer(path)
-        texts = [build_prompt(tok, str(r.get(column, "")), cfg.data.system_prompt) for r in rows]
+        texts = [prompt_for(tok, str(r.get(column, "")), cfg.data) for r in rows]
         longest = max((len(ids) for ids in prompt_token_ids(tok, texts)), default=0)
     except Exception:  # noqa: BLE001 - unreadable data or tokenizer: the run will say why
         return min(limit, ASSUMED_PROMPT_TOKENS), "assumed"

@@ -64,10 +64,10 @@ def _load_tokenizer(path: str, plan: ExportPlan, remote_code):
 
 
 def _prompt_example(tokenizer, plan: ExportPlan) -> str:
-    from grpo_desktop.engine.data.dataset import build_prompt
+    from grpo_desktop.engine.data.dataset import prompt_for
 
     try:
-        return build_prompt(tokenizer, EXAMPLE_PROBLEM, plan.cfg.data.system_prompt)
+        return prompt_for(tokenizer, EXAMPLE_PROBLEM, plan.cfg.data)
     except UserError as exc:
         return f"(the chat template failed: {exc})"
 

@@ -254,14 +254,42 @@ def _param_value(value) -> str:
     return _quote(str(value))
 
 
+def conversation_lines(system_prompt: str, example: tuple[str, str] | None = None) -> list[str]:
+    """The run's system prompt as SYSTEM and its worked example as an earlier exchange (MESSAGE
+    user, MESSAGE assistant), so Ollama puts before every chat what the model trained with."""
+    lines = []
+    if system_prompt.strip() or example:
+        what = "system prompt and worked example" if example else "system prompt"
+        lines += ["", f"# The {what} the run trained with."]
+    if system_prompt.strip():
+        lines.append(f'SYSTEM """{_escaped(system_prompt.strip())}"""')
+    if example:
+        lines.append(f'MESSAGE user """{_escaped(example[0])}"""')
+        lines.append(f'MESSAGE assistant """{_escaped(example[1])}"""')
+    return lines
+
+
+def add_conversation(path: str, system_prompt: str, example: tuple[str, str] | None) -> None:
+    """Append `conversation_lines` to the Modelfile at `path` (a plain GGUF export's)."""
+    lines = conversation_lines(system_prompt, example)
+    if lines:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+
+
 def ollama_modelfile(
-    gguf_name: str, origin, model_name: str, system_prompt: str, generated: str
+    gguf_name: str,
+    origin,
+    model_name: str,
+    system_prompt: str,
+    generated: str,
+    example: tuple[str, str] | None = None,
 ) -> str:
     """The Modelfile that takes a run trained on the Ollama model `origin` (a
     models.local_models.LocalModel) back to Ollama as `model_name`: the original's Go template,
     stop words and other parameters as Ollama keeps them, and the run's system prompt (the one
-    the model learnt under). What the original lacks comes from `generated` (the Modelfile
-    `modelfile()` wrote for the same file)."""
+    the model learnt under) and worked example as MESSAGE lines. What the original lacks comes
+    from `generated` (the Modelfile `modelfile()` wrote for the same file)."""
     lines = [
         f"# Ollama Modelfile written by GRPO Desktop: {origin.name} fine-tuned with GRPO.",
         f"# Create the model (in this folder, next to {gguf_name}) and run it with:",
@@ -295,9 +323,7 @@ def ollama_modelfile(
             line for line in generated.splitlines()
             if line.startswith("PARAMETER ") and not line.startswith("PARAMETER stop ")
         ]  # fmt: skip
-    if system_prompt:
-        lines += ["", "# The system prompt the run trained with."]
-        lines.append(f'SYSTEM """{_escaped(system_prompt)}"""')
+    lines += conversation_lines(system_prompt, example)
     return "\n".join(lines) + "\n"
 
 
@@ -305,14 +331,20 @@ def _escaped(text: str) -> str:
     return text.replace('"""', '\\"\\"\\"')
 
 
-def back_to_ollama(folder: str, origin, model_name: str, system_prompt: str) -> dict:
+def back_to_ollama(
+    folder: str,
+    origin,
+    model_name: str,
+    system_prompt: str,
+    example: tuple[str, str] | None = None,
+) -> dict:
     """Rewrite the Modelfile in `folder` (next to the exported .gguf) for `origin`'s Ollama as
     `model_name`; returns what the export's summary adds: the names and the create line."""
     gguf_name = next(n for n in sorted(os.listdir(folder)) if n.endswith(".gguf"))
     path = os.path.join(folder, "Modelfile")
     with open(path, encoding="utf-8") as fh:
         generated = fh.read()
-    text = ollama_modelfile(gguf_name, origin, model_name, system_prompt, generated)
+    text = ollama_modelfile(gguf_name, origin, model_name, system_prompt, generated, example)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(text)
     return {

@@ -287,7 +287,12 @@ def _write(plan: ExportPlan, tmp: str, outtype: str, stage: _Stages, remote_code
         return export_merge.write_adapter(plan, tmp, stage, remote_code)
     if plan.fmt == "merged":
         return export_merge.write_merged(plan, tmp, stage, remote_code)
-    from grpo_desktop.engine.export.modelfile import back_to_ollama, grpo_model_name
+    from grpo_desktop.engine.data.dataset import worked_example
+    from grpo_desktop.engine.export.modelfile import (
+        add_conversation,
+        back_to_ollama,
+        grpo_model_name,
+    )
     from grpo_desktop.engine.models.local_models import ollama_origin
 
     origin = ollama_origin(plan.cfg.model.name_or_path)  # an Ollama model goes back to Ollama
@@ -308,9 +313,12 @@ def _write(plan: ExportPlan, tmp: str, outtype: str, stage: _Stages, remote_code
         os.replace(os.path.join(gguf_dir, name), os.path.join(tmp, name))
     os.rmdir(gguf_dir)
     summary = dict(result) if isinstance(result, dict) else {}
+    system, example = plan.cfg.data.system_prompt, worked_example(plan.cfg.data)
     if origin is not None:
-        summary.update(back_to_ollama(tmp, origin, model_name, plan.cfg.data.system_prompt))
+        summary.update(back_to_ollama(tmp, origin, model_name, system, example))
         stage(0.98, f"To add it to Ollama, in {plan.out_dir}: {summary['ollama_create']}")
+    elif os.path.exists(os.path.join(tmp, "Modelfile")):  # the run's system prompt and example
+        add_conversation(os.path.join(tmp, "Modelfile"), system, example)
     if "modelfile" in summary:  # where it ends up, not the temporary folder it was written in
         summary["modelfile"] = os.path.join(plan.out_dir, "Modelfile")
     summary.setdefault("dtype", outtype)

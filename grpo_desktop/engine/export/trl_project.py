@@ -25,7 +25,7 @@ from importlib import resources
 
 from grpo_desktop import __version__
 from grpo_desktop.engine.config import TrainConfig
-from grpo_desktop.engine.data.dataset import Example, load_data
+from grpo_desktop.engine.data.dataset import Example, load_data, worked_example
 from grpo_desktop.engine.errors import ConfigError, UserError
 from grpo_desktop.engine.export.plan import base_location, shipped_builtin_model
 from grpo_desktop.engine.export.trl_map import (
@@ -229,6 +229,7 @@ def write_trl_project(cfg: TrainConfig, out_dir: str, *, progress: Progress | No
         answer_column=answer,
         max_prompt_length=cfg.data.max_prompt_length,
         description=data.source_desc,
+        worked_example=list(worked_example(cfg.data) or []) or None,  # [problem, answer] or none
     )
     task = cfg.data.source == "task"
     if task:  # train.py's accuracy is the task's checker, which regenerates the problems from these

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from grpo_desktop.engine.config import TrainConfig
-from grpo_desktop.engine.data.dataset import Example, build_prompt
+from grpo_desktop.engine.data.dataset import Example, prompt_for
 from grpo_desktop.engine.events import EvalResult
 from grpo_desktop.engine.rewards.functions import format_reward
 from grpo_desktop.engine.rewards.task_score import accuracy_verdicts_for
@@ -28,7 +28,7 @@ def _answer_batches(policy, examples: list[Example], cfg: TrainConfig, **samplin
     training and answered once with `sampling` (greedy=True, or temperature and top_p)."""
     for start in range(0, len(examples), EVAL_BATCH):
         batch = examples[start : start + EVAL_BATCH]
-        texts = [build_prompt(policy.tokenizer, ex.problem, cfg.data.system_prompt) for ex in batch]
+        texts = [prompt_for(policy.tokenizer, ex.problem, cfg.data) for ex in batch]
         ids, mask = tokenize_prompts(
             policy.tokenizer, texts, cfg.data.max_prompt_length, policy.device
         )

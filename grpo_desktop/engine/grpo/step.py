@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from grpo_desktop.engine.config import TrainConfig
-from grpo_desktop.engine.data.dataset import Example, build_prompt
+from grpo_desktop.engine.data.dataset import Example, prompt_for
 from grpo_desktop.engine.estimate.micro_batch import RowsPerPass, halving_on_oom
 from grpo_desktop.engine.grpo.loss import compute_advantages, group_has_spread, policy_loss
 from grpo_desktop.engine.rewards.functions import RewardBatch, RewardSet
@@ -88,7 +88,7 @@ class StepOutput:
 def sample_groups(policy, examples: list[Example], cfg: TrainConfig, rewards: RewardSet) -> Groups:
     a = cfg.algorithm
     G = a.num_generations
-    texts = [build_prompt(policy.tokenizer, ex.problem, cfg.data.system_prompt) for ex in examples]
+    texts = [prompt_for(policy.tokenizer, ex.problem, cfg.data) for ex in examples]
     prompt_ids, prompt_mask = tokenize_prompts(
         policy.tokenizer, texts, cfg.data.max_prompt_length, policy.device
     )  # (B, P)

@@ -31,7 +31,7 @@ import torch
 
 from grpo_desktop.engine.config import TrainConfig, validate, warnings
 from grpo_desktop.engine.control import TrainControl
-from grpo_desktop.engine.data.dataset import Example, batch_indices, load_data
+from grpo_desktop.engine.data.dataset import Example, batch_indices, load_data, worked_example
 from grpo_desktop.engine.errors import ConfigError, UserError
 from grpo_desktop.engine.estimate.micro_batch import RowsPerPass
 from grpo_desktop.engine.events import (
@@ -53,6 +53,7 @@ from grpo_desktop.engine.models.loading import Policy, load_policy, model_import
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission
 from grpo_desktop.engine.ops import kernels
 from grpo_desktop.engine.rewards.functions import RewardSet
+from grpo_desktop.engine.rewards.worked_example import example_warnings
 from grpo_desktop.engine.runs import checkpoint as ckpt
 from grpo_desktop.engine.runs.files import events_path, write_config
 from grpo_desktop.engine.sampling.rollout import overlong_prompts
@@ -302,7 +303,7 @@ class _Run:
         )
         if policy.source_note:  # a model imported from a GGUF: where from, what 4 bits cost
             yield LogMessage(start_step, "info", policy.source_note)
-        for text in [*self.notes, *warnings(cfg)]:
+        for text in [*self.notes, *warnings(cfg), *example_warnings(cfg)]:
             yield LogMessage(start_step, "warning", text)
         if data.skipped:  # rows with an empty prompt or answer
             yield LogMessage(start_step, "warning", data.skipped)
@@ -451,7 +452,8 @@ def _overlong_warning(tokenizer, train: list[Example], cfg: TrainConfig) -> str:
     """Say how many training prompts are longer than the prompt limit, and which: they lose
     their beginning (left truncation), which the user would otherwise never see."""
     limit = cfg.data.max_prompt_length
-    cut = overlong_prompts(tokenizer, [ex.problem for ex in train], limit, cfg.data.system_prompt)
+    problems, example = [ex.problem for ex in train], worked_example(cfg.data)
+    cut = overlong_prompts(tokenizer, problems, limit, cfg.data.system_prompt, example=example)
     if not cut:
         return ""
     shown = ", ".join(f"#{i + 1} ({n:,} tokens: {_snippet(train[i].problem)})" for i, n in cut[:3])

@@ -87,19 +87,24 @@ BYTE_MARGIN = 8  # SentencePiece's dummy prefix can add a token to a text's byte
 
 
 def overlong_prompts(
-    tokenizer, problems: list[str], max_length: int, system_prompt: str = "", chunk: int = 256
+    tokenizer,
+    problems: list[str],
+    max_length: int,
+    system_prompt: str = "",
+    chunk: int = 256,
+    example: tuple[str, str] | None = None,
 ) -> list[tuple[int, int]]:
     """(index, token count) of each problem whose prompt is longer than `max_length` tokens,
     which `tokenize_prompts` would cut. Tokens never outnumber UTF-8 bytes (but for a dummy
     prefix), so only problems with more bytes than the limit less the template's are templated
     and tokenized: checking a whole dataset costs little."""
-    template = _bytes(build_prompt(tokenizer, "", system_prompt))
+    template = _bytes(build_prompt(tokenizer, "", system_prompt, example))
     room = max_length - template - BYTE_MARGIN
     suspects = [i for i, p in enumerate(problems) if len(p) > room // 4 and _bytes(p) > room]
     out = []
     for s in range(0, len(suspects), chunk):
         part = suspects[s : s + chunk]
-        texts = [build_prompt(tokenizer, problems[i], system_prompt) for i in part]
+        texts = [build_prompt(tokenizer, problems[i], system_prompt, example) for i in part]
         enc = prompt_token_ids(tokenizer, texts)
         out += [(i, len(ids)) for i, ids in zip(part, enc) if len(ids) > max_length]
     return out

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from grpo_desktop.engine.config import RewardsConfig, TrainConfig
-from grpo_desktop.engine.data.dataset import build_prompt, load_data
+from grpo_desktop.engine.data.dataset import load_data, prompt_for
 from grpo_desktop.engine.errors import UserError
 from grpo_desktop.engine.rewards.score_file import SampleRow, score_rows, weights_of
 from grpo_desktop.engine.runs.files import config_path, read_run_config
@@ -197,7 +197,7 @@ def answer_prompt(
     t0 = time.perf_counter()
     chosen = mv.find(variant)
     tokenizer = mv.tokenizer
-    text = build_prompt(tokenizer, problem, cfg.data.system_prompt)
+    text = prompt_for(tokenizer, problem, cfg.data)
     limit = cfg.data.max_prompt_length
     full_length = len(prompt_token_ids(tokenizer, [text])[0])
     n = 1 if settings.greedy else settings.samples

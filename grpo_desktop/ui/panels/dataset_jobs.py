@@ -85,12 +85,16 @@ def apply_template(
     model_name: str,
     trust_remote_code: bool,
     remote_code=None,
+    example: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The problems as the model sees them: its chat template, or the plain template."""
+    """The problems as the model sees them: its chat template, or the plain template, with the
+    worked example's turns (problem, answer) before each when there is one."""
     from grpo_desktop.engine.data.dataset import build_prompt
     from grpo_desktop.engine.errors import UserError
     from grpo_desktop.engine.models.remote_code import RemoteCodeRefused
 
+    shown = tuple(text.strip() for text in example) if example else ()
+    example = shown if len(shown) == 2 and all(shown) else None  # both given, or none
     note = ""
     try:
         tokenizer = tokenizer_for(model_name, trust_remote_code, remote_code)
@@ -116,7 +120,7 @@ def apply_template(
             prompts.append("")
             continue
         try:
-            prompts.append(build_prompt(tokenizer, problem, system_prompt))
+            prompts.append(build_prompt(tokenizer, problem, system_prompt, example))
         except UserError as exc:
             prompts.append(f"(the chat template failed: {exc})")
     return {"prompts": prompts, "note": note}

@@ -120,7 +120,13 @@ class DatasetPanel(QWidget):
 
         self.prompt_form = ConfigForm(
             model,
-            [("data", "system_prompt"), ("data", "eval_size"), ("data", "max_prompt_length")],
+            [
+                ("data", "system_prompt"),
+                ("data", "example_problem"),
+                ("data", "example_answer"),
+                ("data", "eval_size"),
+                ("data", "max_prompt_length"),
+            ],
         )
         prompt_group = QGroupBox("Prompt and held-out split")
         QVBoxLayout(prompt_group).addWidget(self.prompt_form)
@@ -344,6 +350,7 @@ class DatasetPanel(QWidget):
             cfg.model.name_or_path,
             cfg.model.trust_remote_code,
             self.model.remote_code_permission(),  # None unless the user trusted the code
+            (cfg.data.example_problem, cfg.data.example_answer),  # the worked example, if any
         )
         self.table.setHorizontalHeaderLabels(["Prompt (applying the chat template…)", "Answer"])
         self.tasks.submit("template", lambda: apply_template(*args), self._on_template_applied)

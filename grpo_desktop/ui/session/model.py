@@ -24,6 +24,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from grpo_desktop.engine.config import PRESETS, TrainConfig, preset, validate, warnings
 from grpo_desktop.engine.models.remote_code import ModelCode, RemoteCodePermission, code_to_trust
+from grpo_desktop.engine.rewards.worked_example import example_warnings
 from grpo_desktop.session.document import (
     SessionDocument,
     SessionError,
@@ -272,7 +273,7 @@ class SessionModel(QObject):
         return validate(self.config)
 
     def warnings(self) -> list[str]:
-        return warnings(self.config)
+        return [*warnings(self.config), *example_warnings(self.config)]
 
     def set_device_info(self, info: dict[str, Any]) -> None:
         self.device_info = dict(info)
