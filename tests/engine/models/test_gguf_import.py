@@ -152,6 +152,34 @@ def test_a_qwen2_gguf_imports_with_the_same_weights_and_greedy_tokens(tmp_path, 
     assert _greedy(imported, imported_tok) == _greedy(rounded.eval(), tok)
 
 
+def test_a_q8_0_gguf_imports_within_its_rounding(exported, cache, tmp_path):
+    """Q8_0 (blocks of 32 weights, one float16 scale each) goes through gguf's dequantizer:
+    every weight within about half a step (its block's scale) of the original (measured: at
+    most 0.55 of a step)."""
+    from transformers import AutoModelForCausalLM
+
+    from grpo_desktop.engine.export.gguf import write_gguf
+
+    model, _tok, model_dir, _path = exported
+    result = write_gguf(model_dir, str(tmp_path / "q8"), outtype="q8_0", name="small")
+    info = read_gguf_info(result["path"])
+    assert info.quantization == "Q8_0" and "Q8_0" in info.tensor_types
+    folder = import_gguf(result["path"])
+    assert "(Q8_0, llama); its weights were dequantized from 8 bits" in gguf_import.source_note(
+        read_record(folder)
+    )
+    got = AutoModelForCausalLM.from_pretrained(folder).state_dict()
+    for name, value in model.state_dict().items():
+        if value.dim() == 1:
+            assert torch.equal(got[name], value), name
+            continue
+        blocks = value.reshape(-1, 32)
+        step = blocks.abs().amax(dim=1, keepdim=True) / 127  # the block's scale
+        error = (got[name].reshape(-1, 32) - blocks).abs()
+        # half a step, plus the float16 rounding of the scale and of the weights on the way
+        assert bool((error <= 0.6 * step).all()), name
+
+
 def test_second_import_reuses_the_folder(exported, cache):
     path = exported[3]
     folder = import_gguf(path)
