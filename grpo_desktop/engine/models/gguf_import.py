@@ -1,29 +1,23 @@
 """Import a GGUF file (Ollama, LM Studio, llama.cpp) once as a trainable Hugging Face model folder.
 
-Training needs plain weights and a tokenizer; a GGUF holds them quantized. `import_gguf`
-dequantizes once through transformers' GGUF loader (`from_pretrained(folder, gguf_file=...)`)
-and saves a safetensors folder in the app's model cache, keyed by the file's resolved path, size,
-modification time and the dtype, so the next run, Try or export reuses it in a second. The
-folder is written under a temporary name and renamed when complete: a crash never leaves a half
-folder that counts as imported, and the next import removes what a killed one left.
-`grpo_import.json` in it records where it came from.
-
-Two things transformers does not do for us: it refuses `save_pretrained` on a GGUF-loaded model
-(the model keeps the GGUF quantizer's marks, though its weights are plain tensors after
-dequantizing), so the marks are removed before saving; and it reads the whole file into float
-tensors, so free memory and disk are checked first (parameters x bytes of the dtype: import in
-the dtype the run trains in, a 7B in float32 is 28 GB). A 4-bit file's weights are the 4-bit
-values, a little below the original model: `source_note` says so in the run's log.
-
-The cache: $GRPO_DESKTOP_MODEL_CACHE, else $XDG_CACHE_HOME (~/.cache)/grpo-desktop/imported.
-The header alone is read by gguf_info.py (torch-free). Try it:
-    python -m grpo_desktop.engine.models.gguf_import path/to/model.gguf
+Training needs plain weights; a GGUF holds them quantized. `import_gguf` dequantizes once through
+transformers' GGUF loader into a safetensors folder in the model cache ($GRPO_DESKTOP_MODEL_CACHE,
+else ~/.cache/grpo-desktop/imported), keyed by the file's path, size, mtime and the dtype, so the
+next run, Try or export reuses it. It is written under a temporary name and renamed when whole
+(a crash leaves nothing that counts as imported); `grpo_import.json` says where it came from.
+transformers refuses `save_pretrained` on a GGUF-loaded model (the quantizer's marks stay though
+the weights are plain tensors): the marks are removed first. Memory and disk are checked before
+(a 7B in float32 is 28 GB: import in the dtype the run trains in). A 4-bit file gives its 4-bit
+values, a little below the original model: `source_note` says so in the run's log. The header
+alone is gguf_info.py (torch-free). Try it:
+    python -m grpo_desktop.engine.models.gguf_import path/to/model.gguf [--dtype bfloat16]
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import gc
 import hashlib
 import json
@@ -56,7 +50,7 @@ Progress = Callable[[float, str], None]
 
 # Bits per weight of the quantizations, for the note on what dequantized weights are.
 _BITS = {"Q2": 2, "IQ1": 1, "IQ2": 2, "TQ1": 2, "TQ2": 2, "Q3": 3, "IQ3": 3, "Q4": 4, "IQ4": 4}
-_BITS |= {"MXFP4": 4, "Q5": 5, "Q6": 6, "Q8": 8}
+_BITS |= {"MXFP4": 4, "NVFP4": 4, "Q5": 5, "Q6": 6, "Q8": 8}
 _default_progress: Progress | None = None
 
 
@@ -98,7 +92,10 @@ def imported_folder(path: str, dtype: str | None = None) -> str | None:
     """The finished import of the GGUF at `path` (in `dtype`, or in any dtype, float32 first),
     None when there is none yet."""
     for name in [dtype] if dtype else list(DTYPES):
-        folder = import_folder(path, name)
+        try:
+            folder = import_folder(path, name)
+        except OSError:  # the file is gone
+            return None
         if _is_complete(folder):
             return folder
     return None
@@ -136,6 +133,7 @@ def source_note(record: dict) -> str:
     return text + "."
 
 
+@functools.cache
 def _can_dequantize(type_name: str) -> bool:
     """Whether gguf's dequantizer (what transformers' GGUF loader calls) reads a tensor type:
     tried on one zero block."""
