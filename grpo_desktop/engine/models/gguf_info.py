@@ -1,19 +1,15 @@
 """What a GGUF file holds, read from its header alone: architecture, name, quantization, size.
 
-Ollama, LM Studio and llama.cpp keep models as GGUF files (Ollama's blobs have no .gguf suffix,
-so a file is recognised by its first four bytes, b"GGUF"). The Model panel lists them and the
-estimate sizes them without loading anything, so this reads only the header: the key-value
-metadata and the tensor table (names, shapes, types), never the weights. It is parsed here with
-`struct`, not with gguf's GGUFReader, which turns every token and merge of the vocabulary into
-numpy arrays (2 s for SmolLM2's 49,152 tokens on a busy core); the big string arrays are
-skipped, except the token list, of which only the EOS token is kept.
+Ollama, LM Studio and llama.cpp keep models as GGUF files (Ollama's blobs have no suffix: a file
+is recognised by its first bytes, b"GGUF"). The Model panel lists them and the estimate sizes
+them without loading anything, so only the header is read, with `struct`: the key-value metadata
+and the tensor table, never the weights, and of the vocabulary only the EOS token (gguf's
+GGUFReader turns every token into numpy arrays: 2 s for SmolLM2's 49,152 on a busy core).
 
 Torch-free (pyproject's import-linter contract): the window calls this on the GUI thread.
-`supported_architectures` asks transformers' GGUF loader what it reads; importing that table
-does not load torch (checked), and the import is by name so the contract's static check does
-not count transformers as a dependency of this module.
-
-Importing a GGUF as a trainable model folder is gguf_import.py. Try it:
+`supported_architectures` reads transformers' GGUF table, which loads no torch (checked), by
+module name, so the contract's static check does not count transformers as imported here.
+Importing a GGUF as a trainable folder is gguf_import.py. Try it:
     python -m grpo_desktop.engine.models.gguf_info path/to/model.gguf
 """
 
