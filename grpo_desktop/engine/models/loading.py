@@ -8,10 +8,8 @@ float32 elsewhere (`auto_dtype`). Full fine-tuning in a half precision keeps flo
 weights and runs the model's forward under autocast: AdamW's small updates land (in pure bfloat16
 most of them round away). QLoRA keeps embeddings, norms and the output layer in the compute dtype
 (peft's preparation would make them float32). Unquantized models load straight to the GPU.
-
-A GGUF file (Ollama, LM Studio, llama.cpp) as the model is imported once into a model folder
-(gguf_import.py, in the dtype the run loads) and loaded from there; `model_import_events` is the
-trainer's view of that import, `Policy.source_note` says where the weights came from.
+A GGUF file is imported once, in the dtype the run loads (gguf_import.py; `model_import_events`
+reports it to the trainer, `Policy.source_note` names the source).
 
 Does not generate or compute losses (sampling/rollout.py, grpo/loss.py). Try it:
     python -c "from grpo_desktop.engine.models.loading import load_policy; \
