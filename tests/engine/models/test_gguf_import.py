@@ -194,6 +194,27 @@ def test_second_import_reuses_the_folder(exported, cache):
     assert sorted(os.listdir(cache)) == [os.path.basename(folder)]  # no temporary folder left
 
 
+def test_the_import_is_in_the_dtype_asked_and_checks_memory_first(exported, cache, monkeypatch):
+    """bfloat16 is its own import, half the size; too little free memory (the reading of
+    MemAvailable replaced by 10 MB) is refused before anything is written, with the sizes."""
+    from safetensors import safe_open
+
+    path = exported[3]
+    monkeypatch.setattr(gguf_import, "_memory_available", lambda: 10 << 20)
+    with pytest.raises(ModelError, match=r"in float32 needs about .* of memory; 10.0 MB is free"):
+        import_gguf(path)
+    assert not os.path.exists(cache) or os.listdir(cache) == []
+    monkeypatch.undo()
+    monkeypatch.setenv(gguf_import.CACHE_ENV, str(cache))
+    folder = import_gguf(path, "bfloat16")
+    assert read_record(folder)["dtype"] == "bfloat16" and imported_folder(path, "float32") is None
+    with safe_open(os.path.join(folder, "model.safetensors"), "pt") as fh:
+        assert {fh.get_tensor(k).dtype for k in fh.keys()} == {torch.bfloat16}  # noqa: SIM118
+    assert resolve_model_path(path, "bfloat16") == folder == resolve_model_path(path)
+    with pytest.raises(ModelError, match="choose one of float32, bfloat16, float16"):
+        import_gguf(path, "int8")
+
+
 def test_an_abandoned_import_folder_is_removed_a_running_one_kept(exported, cache):
     """A process killed mid-import leaves its temporary folder: the next import deletes it,
     but not the folder of an import still running in another process."""
