@@ -35,7 +35,7 @@ from grpo_desktop.ui.common.wheel_guard import guard_wheel
 from grpo_desktop.ui.common.widgets import FloatSpinBox, note_label, rich_tooltip, set_note
 
 INT_MAX = 2**31 - 1
-MULTILINE = {("data", "system_prompt")}
+MULTILINE = {("data", "system_prompt"), ("data", "example_problem"), ("data", "example_answer")}
 
 # validate() messages that name no field tag, mapped to the field they concern.
 CROSS_FIELD = (

@@ -325,3 +325,23 @@ def test_dataset_preview_shows_columns_counts_and_templated_prompts(
     qtbot.waitUntil(lambda: "no column 'nope'" in panel.status_note.text(), timeout=20_000)
     assert panel.table.item(0, 0).text() == ""
     assert not os.path.exists(tmp_path / "run")
+
+
+def test_dataset_preview_shows_the_worked_example_before_each_problem(qtbot, model, tiny_model_dir):
+    model.set_value("model", "name_or_path", tiny_model_dir)
+    panel = make(qtbot, DatasetPanel, model)
+    panel.show()
+    edit_widget(field_widget(panel, "data", "example_problem"), "What is 6 × 7?")
+    edit_widget(
+        field_widget(panel, "data", "example_answer"), "<think>6 × 7</think><answer>42</answer>"
+    )
+
+    def first() -> str:
+        item = panel.table.item(0, 0)
+        return item.text() if item is not None else ""
+
+    qtbot.waitUntil(lambda: "<answer>42</answer>" in first(), timeout=20_000)
+    example = "<|user|>What is 6 × 7?<|end|><|assistant|><think>6 × 7</think><answer>42</answer>"
+    problem = panel.preview["problems"][0]
+    assert 0 < first().index(example) < first().rindex(f"<|user|>{problem}<|end|>")
+    assert first().endswith("<|assistant|>")  # the tiny model's chat template
