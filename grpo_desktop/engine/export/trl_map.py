@@ -171,7 +171,8 @@ MAPPED: tuple[Mapped, ...] = (
         "data.system_prompt",
         "data.system_prompt",
         _same,
-        "conversational prompts through the model's chat template, as the app builds them.",
+        "conversational prompts through the model's chat template, as the app builds them "
+        "(with the worked example's turns first, when the run has one).",
     ),
     Mapped(
         "rewards.accuracy_weight",
