@@ -63,8 +63,9 @@ def read_model_config(name_or_path: str) -> tuple[dict, str]:
     from grpo_desktop.engine.models.gguf_import import imported_folder
     from grpo_desktop.engine.models.gguf_info import gguf_model_config, is_gguf_file
     from grpo_desktop.engine.models.loading import resolve_model_path
+    from grpo_desktop.engine.models.local_models import ollama_model_file
 
-    expanded = os.path.expanduser(name_or_path.strip())
+    expanded = ollama_model_file(name_or_path) or os.path.expanduser(name_or_path.strip())
     if is_gguf_file(expanded):  # its import's config.json, else its header (nothing imported)
         folder = imported_folder(expanded)
         if folder is None:

@@ -32,6 +32,7 @@ import torch
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.errors import ModelError
 from grpo_desktop.engine.models.gguf_info import is_gguf_file, read_gguf_info
+from grpo_desktop.engine.models.local_models import ollama_model_file
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission, check_permission, code_hint
 from grpo_desktop.engine.ops.kernels import checkpoint_contexts
 
@@ -177,7 +178,8 @@ def builtin_model_path(name: str) -> str:
 
 
 def resolve_model_path(name_or_path: str, dtype: str | None = None) -> str:
-    """A local folder, a built-in name or a hub id; a missing local folder is a clear error.
+    """A local folder, a built-in name, an Ollama model's name or a hub id; a missing local
+    folder is a clear error.
     A GGUF file (a .gguf, or an Ollama blob) is imported as a model folder once
     (gguf_import.py) and its folder returned: in `dtype` when given (what the run loads), else
     an import in any dtype that exists, else float32 (a float32 import serves every dtype)."""
@@ -207,7 +209,8 @@ def resolve_model_path(name_or_path: str, dtype: str | None = None) -> str:
             f"Model folder not found: {expanded}. Check the path, or give a hub id such as "
             "Qwen/Qwen2.5-0.5B-Instruct."
         )
-    return name  # a hub id
+    blob = ollama_model_file(name)  # a name Ollama shows: 'smollm2:135m'
+    return resolve_model_path(blob, dtype) if blob else name  # else a hub id
 
 
 def _from_pretrained(loader, path: str, **kwargs):
@@ -326,7 +329,7 @@ def model_import_events(cfg: TrainConfig, step: int = 0):
     name = cfg.model.name_or_path.strip()
     if name.startswith(BUILTIN_PREFIX) or validate(cfg):  # settings to fix: say that first
         return iter(())
-    return import_events(name, import_dtype(cfg), step)
+    return import_events(ollama_model_file(name) or name, import_dtype(cfg), step)
 
 
 def load_policy(

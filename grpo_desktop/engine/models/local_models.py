@@ -219,11 +219,36 @@ def find_ollama_models(
     return sorted(found, key=lambda m: m.name)
 
 
+def ollama_model_file(name: str, roots: list[str] | None = None) -> str | None:
+    """The weights blob of the Ollama model called `name` as Ollama shows it ('smollm2:135m';
+    a name without a tag means ':latest'), or None when no Ollama folder in `roots` (default
+    `ollama_roots()`) has it. Lets a user type the name they know instead of a blob's path;
+    only the matching manifest is read. A path or a name with spaces is never one."""
+    name = name.strip()
+    if (
+        not name
+        or name.startswith(("/", ".", "~"))
+        or "\\" in name
+        or any(c.isspace() for c in name)
+    ):
+        return None
+    wanted = {name, f"{name}:latest"} if ":" not in name.rsplit("/", 1)[-1] else {name}
+    for root in _unique(roots if roots is not None else ollama_roots()):
+        for manifest, parts in _manifests(root):
+            if ollama_name(*parts) in wanted:
+                try:
+                    return _ollama_model(root, manifest, parts).path
+                except (OSError, ValueError, UserError):
+                    continue
+    return None
+
+
 def ollama_origin(path: str) -> LocalModel | None:
     """The Ollama model whose weights blob `path` is (a name that is not 'latest' preferred when
     several tags share it), or None when `path` is not an Ollama blob."""
     if not path:
         return None
+    path = ollama_model_file(path) or path  # the name as typed: 'smollm2:135m'
     given = os.path.abspath(os.path.expanduser(path))
     real = os.path.realpath(given)
     # The blob as named (it may be a link to the file), or the blob a link to it leads to.

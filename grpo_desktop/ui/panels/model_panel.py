@@ -42,7 +42,7 @@ from grpo_desktop.engine.models.gguf_import import (
     quantization_bits,
 )
 from grpo_desktop.engine.models.gguf_info import is_gguf_file, read_gguf_info
-from grpo_desktop.engine.models.local_models import lmstudio_roots, ollama_roots
+from grpo_desktop.engine.models.local_models import lmstudio_roots, ollama_model_file, ollama_roots
 from grpo_desktop.engine.units import size_text
 from grpo_desktop.ui.common.form import ConfigForm, messages_for, tooltip_for
 from grpo_desktop.ui.common.tasks import BackgroundTasks
@@ -281,7 +281,7 @@ class ModelPanel(QWidget):
     def gguf_text(self, value: str) -> tuple[str, str]:
         """(what the panel says about a GGUF model, why it cannot be trained); ('', '') for a
         model that is not a GGUF file."""
-        path = os.path.expanduser(value.strip())
+        path = ollama_model_file(value) or os.path.expanduser(value.strip())  # 'smollm2:135m'
         if not is_gguf_file(path):
             return "", ""
         try:
