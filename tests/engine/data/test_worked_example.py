@@ -176,6 +176,23 @@ def test_training_samples_from_prompts_that_hold_the_example():
         assert text.index(EX_A) < text.rindex(ex.problem), text
 
 
+def test_will_it_fit_measures_the_prompt_with_the_example(tiny_model_dir):
+    from grpo_desktop.engine.estimate.fit import typical_prompt_tokens
+
+    cfg = demo_config().replace(data={"system_prompt": SYSTEM, "arithmetic_size": 20})
+    bare, how = typical_prompt_tokens(cfg, tiny_model_dir)
+    shown, how_shown = typical_prompt_tokens(cfg.replace(data=WITH_EXAMPLE), tiny_model_dir)
+    assert how == how_shown == "measured"
+    # The example's two turns are in the measured prompt: as many more tokens as they take.
+    from grpo_desktop.engine.models.loading import load_tokenizer
+    from grpo_desktop.engine.sampling.rollout import prompt_token_ids
+
+    tok = load_tokenizer(tiny_model_dir)
+    turns = prompt_token_ids(tok, [build_prompt(tok, "x", "", (EX_Q, EX_A))])[0]
+    alone = prompt_token_ids(tok, [build_prompt(tok, "x", "")])[0]
+    assert shown - bare == len(turns) - len(alone) > 10
+
+
 @pytest.mark.timeout(300)
 def test_one_cli_step_of_the_demo_trains_with_the_example(tmp_path):
     from grpo_desktop.engine.data.dataset import load_data
