@@ -209,7 +209,7 @@ def validate(cfg: TrainConfig) -> list[str]:
             ("problem", "answer") if d.example_problem.strip() else ("answer", "problem")
         )
         msgs.append(
-            f"The worked example has a {given} but no {missing}: fill in its {missing} too "
+            f"The worked example has its {given} but no {missing}: fill in its {missing} too "
             "(Dataset panel, Worked example), or clear both fields for no example."
         )
     total = (
