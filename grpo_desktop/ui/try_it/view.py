@@ -165,6 +165,8 @@ class TryView(QWidget):
     def refresh(self) -> None:
         """Re-read the run's checkpoints and settings (after a run, a session switch)."""
         chosen = self.checkpoint_box.currentData()
+        if self.checkpoint_box.currentIndex() == 0:
+            chosen = None  # the newest checkpoint (listed first) stays the newest one
         steps = self.checkpoints()
         self.checkpoint_box.blockSignals(True)
         self.checkpoint_box.clear()
