@@ -4,7 +4,9 @@
 save_to_disk folder, a hub dataset: engine.data.sources, or a reasoning-gym task:
 engine.data.tasks), sets aside the held-out problems that
 tell real progress from reward hacking, skips rows that could not be scored and normalises the
-answers. `build_prompt` turns a problem into the text the model sees; `batch_indices` is the
+answers. `build_prompt` turns a problem into the text the model sees, after the system prompt
+and the worked example's earlier exchange (`prompt_for` takes both from the run's DataConfig:
+callers use it so none leaves the example out); `batch_indices` is the
 order of training batches, a pure function of seed and step so a resumed run draws the same.
 Every problem a user can fix raises `DataError` naming the file or id and what to do.
 
