@@ -13,6 +13,9 @@ models/local_models.py) goes back to Ollama under the original's name plus '-grp
 (`qwen2.5:0.5b` → `qwen2.5-0.5b-grpo`, `grpo_model_name`): `back_to_ollama` rewrites the
 Modelfile with the original's Go template, stop words and parameters as Ollama keeps them, and
 the run's system prompt as SYSTEM, and the export's summary carries the `ollama create` line.
+Every GGUF export's Modelfile ends with what the run trained under (`conversation_lines`): its
+system prompt as SYSTEM and its worked example as `MESSAGE user` / `MESSAGE assistant` lines, an
+earlier exchange Ollama puts before every chat.
 
 Try it:  python -c "from grpo_desktop.engine.export.modelfile import chat_form; \\
 from grpo_desktop.engine.models.tiny import build_tokenizer; print(chat_form(build_tokenizer()))"
