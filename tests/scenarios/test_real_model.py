@@ -343,3 +343,83 @@ def test_a_smollm2_run_continues_from_its_checkpoint_with_the_cli(run_dir, tmp_p
     assert [e.step for e in events if e.type == "step"][-1] == 3
     assert events[-1].type == "run_finished" and events[-1].status == "completed"
     assert os.path.isdir(os.path.join(copy, "checkpoints", "step-00000003", "adapter"))
+
+
+# ------------------------------------------------------------------------------ 6. the window
+
+
+def _shot(w, folder, name: str) -> str:
+    """Grab the window to FOLDER/NAME: the test's own folder, or $GRPO_REAL_SHOTS when set
+    (`GRPO_REAL_SHOTS=docs/images` renews the README's screenshots of the real model)."""
+    folder = os.environ.get("GRPO_REAL_SHOTS") or str(folder)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name)
+    assert w.grab().save(path)
+    return path
+
+
+def test_the_window_trains_smollm2_and_shows_rollouts_try_and_compare(
+    qtbot, show_window, imported, tmp_path
+):
+    from PySide6.QtCore import QSettings, Qt
+
+    from grpo_desktop.ui.main_window import MainWindow
+
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    w = show_window(MainWindow(smollm2_config(), settings=settings))
+    w.resize(1500, 950)
+    finished = []
+    w.model.run_finished.connect(finished.append)
+    w.controls.start_action.trigger()
+    qtbot.waitUntil(lambda: bool(finished), timeout=300_000)
+    assert finished[0].status == "completed", finished[0]
+    qtbot.waitUntil(lambda: not w.model.runner.active, timeout=60_000)
+
+    w.tabs.setCurrentWidget(w.plots)
+    w.plots.redraw()
+    _shot(w, tmp_path, "smollm2-plots.png")
+    w.tabs.setCurrentWidget(w.inspector)
+    table = w.inspector.table
+    qtbot.waitUntil(lambda: table.model().rowCount() == 8, timeout=10_000)
+    table.selectRow(3)
+    shown = w.inspector.detail.toPlainText()
+    assert "What is" in shown and clean(shown), shown
+    for r in range(table.model().rowCount()):
+        for c in range(table.model().columnCount()):
+            assert clean(str(table.model().index(r, c).data() or ""))
+    _shot(w, tmp_path, "smollm2-rollouts.png")
+
+    view = w.try_view
+    w.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: view.generate_button.isEnabled(), timeout=30_000)
+    picker = view.picker
+    qtbot.waitUntil(lambda: picker.problem_box.count() > 1, timeout=30_000)
+    picker.problem_box.setFocus()
+    qtbot.keyClick(picker.problem_box, Qt.Key.Key_Down)  # the first held-out problem
+    assert picker.problem is not None
+    view.decode.max_tokens.setValue(64)  # room for a whole answer
+    qtbot.mouseClick(view.generate_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not view.runner.busy, timeout=120_000)
+    assert not view.message_bar.message(), view.message_bar.message()
+    for pane in (view.base_pane, view.trained_pane):
+        assert pane.result is not None
+        assert clean(pane.text.toPlainText()), pane.text.toPlainText()
+        assert pane.result["samples"][0]["ended"] == "eos", pane.result
+        assert pane.result["samples"][0]["score"]["rewards"]["accuracy"] is not None
+    assert view.trained_pane.result["variant"] == "step-2"  # the newest checkpoint
+    _shot(w, tmp_path, "smollm2-try.png")
+
+    cmp = w.compare_view
+    w.tabs.setCurrentWidget(cmp)
+    qtbot.waitUntil(lambda: cmp.run_button.isEnabled(), timeout=30_000)
+    cmp.count.setValue(8)
+    qtbot.mouseClick(cmp.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not cmp.runner.busy, timeout=180_000)
+    assert not cmp.message_bar.message(), cmp.message_bar.message()
+    rows = cmp.results.comparison.rows
+    assert len(rows) == 4  # the run's held-out problems (eval_size 4)
+    model = cmp.results.proxy
+    for r in range(model.rowCount()):
+        for c in range(model.columnCount()):
+            assert clean(str(model.index(r, c).data() or ""))
+    _shot(w, tmp_path, "smollm2-compare.png")
