@@ -325,6 +325,18 @@ def test_the_gguf_export_answers_in_llama_cpp_as_the_app_does(run_dir, tmp_path)
     assert got["text"].split()[:3] == app["samples"][0]["text"].split()[:3]
 
 
+def test_the_adapter_export_says_its_base_came_from_the_gguf(run_dir, tmp_path):
+    """The adapter's base is the app's import of the GGUF in its cache: the README says so and
+    names the GGUF file (it named only the cache folder)."""
+    from grpo_desktop.engine.export.pipeline import export
+
+    out = tmp_path / "adapter"
+    export(run_dir, "adapter", str(out))
+    readme = (out / "README.txt").read_text(encoding="utf-8")
+    assert f"import of the GGUF file {GGUF} (Q4_1)" in readme
+    assert "Completions stop at the ids: 2 '<|im_end|>'." in readme
+
+
 # --------------------------------------------------------------- 5. save, reopen, continue
 
 

@@ -133,12 +133,30 @@ def write_adapter(plan: ExportPlan, folder: str, stage, remote_code=None) -> dic
         f"is not a whole model: it needs the base model {plan.base} that the run trained on"
         + (" (loaded in 4-bit for training; load it as you like)" if plan.quantized else "")
         + ". To get a standalone model, export --format merged."
+        + _imported_note(plan.base)
     )
     eos = tokenizer.eos_token_id
     stop = [eos] if isinstance(eos, int) else []
     _write_text(folder, "README.txt", _readme(plan, what, load, tokenizer, stop))
     stage(0.95, "Adapter written")
     return {"dtype": _adapter_dtype(folder)}
+
+
+def _imported_note(base: str) -> str:
+    """Where a base imported from a GGUF file came from: its folder is the app's cache, which
+    means nothing on another computer (found exporting a SmolLM2 run: the README named only
+    the cache folder). '' for any other base."""
+    from grpo_desktop.engine.models.gguf_import import read_record
+
+    record = read_record(base) if os.path.isdir(base) else None
+    if not record or not record.get("source"):
+        return ""
+    return (
+        f" That base is GRPO Desktop's {record.get('dtype', 'float32')} import of the GGUF file "
+        f"{record['source']} ({record.get('quantization', '?')}), in the app's model cache: "
+        "elsewhere, load that GGUF with transformers (AutoModelForCausalLM.from_pretrained("
+        "folder, gguf_file=name)) or open it in GRPO Desktop, which imports it the same way."
+    )
 
 
 def _adapter_dtype(folder: str) -> str | None:
