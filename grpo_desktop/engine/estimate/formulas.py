@@ -23,6 +23,7 @@ from grpo_desktop.engine.estimate.memory import (
     activation_bytes_per_row,
     cpu_rows_cap,
     fixed_pass_bytes,
+    row_tokens,
     rows_per_pass,
 )
 
@@ -209,7 +210,9 @@ def pass_rows(shape: ModelShape, p: Params, s: Settings, dev: Device, resident: 
         s.rows,
         group=s.G,
         fixed_bytes=fixed_pass_bytes(shape, chunk_tokens(shape.vocab)),
-        max_rows=cpu_rows_cap(per_row) if dev.kind == "cpu" else None,
+        max_rows=cpu_rows_cap(per_row, 1 if s.checkpointing else s.G)
+        if dev.kind == "cpu"
+        else None,
     )
 
 
@@ -261,7 +264,7 @@ def row_bytes(shape: ModelShape, s: Settings) -> int:
     """memory.py's per-row figure, which the engine's micro-batch "auto" uses to choose."""
     return activation_bytes_per_row(
         shape,
-        s.prompt_tokens + s.completion_tokens,
+        row_tokens(s.prompt_tokens, s.completion_tokens, s.G, s.checkpointing),
         s.dtype_bytes,
         lora_r=s.lora_r if s.lora else 0,
         checkpointing=s.checkpointing,

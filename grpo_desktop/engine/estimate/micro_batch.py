@@ -25,6 +25,7 @@ from grpo_desktop.engine.estimate.memory import (
     activation_bytes_per_row,
     cpu_rows_cap,
     fixed_pass_bytes,
+    row_tokens,
     rows_per_pass,
 )
 from grpo_desktop.engine.ops.fused_head import CHUNK_ELEMENTS, chunk_tokens
@@ -82,12 +83,14 @@ class RowsPerPass:
         if not self.auto:
             return max(1, min(self.setting, rows))
         shape = ModelShape.from_config(policy.model.config)
+        checkpointing = cfg.model.gradient_checkpointing
+        G = cfg.algorithm.num_generations
         per_row = activation_bytes_per_row(
             shape,
-            prompt_tokens + completion_tokens,
+            row_tokens(prompt_tokens, completion_tokens, G, checkpointing),
             torch.empty((), dtype=policy.dtype).element_size(),
             lora_r=cfg.lora.r if policy.uses_lora else 0,
-            checkpointing=cfg.model.gradient_checkpointing,
+            checkpointing=checkpointing,
         )
         fixed = fixed_pass_bytes(shape, chunk_tokens(shape.vocab, CHUNK_ELEMENTS))
         cpu = policy.device.type == "cpu"
@@ -95,9 +98,9 @@ class RowsPerPass:
             free_bytes(policy.device),
             per_row,
             rows,
-            group=cfg.algorithm.num_generations,
+            group=G,
             fixed_bytes=fixed,
-            max_rows=cpu_rows_cap(per_row) if cpu else None,
+            max_rows=cpu_rows_cap(per_row, 1 if checkpointing else G) if cpu else None,
         )
         return fit if self.cap is None else min(fit, self.cap)
 

@@ -22,6 +22,7 @@ from grpo_desktop.engine.estimate.memory import (
     activation_bytes_per_row,
     cpu_rows_cap,
     fixed_pass_bytes,
+    row_tokens,
     rows_per_pass,
 )
 from grpo_desktop.engine.estimate.micro_batch import RowsPerPass
@@ -179,7 +180,8 @@ def test_gradients_of_a_pass_that_ran_out_are_dropped(micro_model_dir, monkeypat
     a = f.cfg.algorithm
     shape = ModelShape.from_config(f.policy.model.config)
     P, C = f.groups.completions.prompt_ids.size(1), f.groups.completions.completion_ids.size(1)
-    per_row = activation_bytes_per_row(shape, P + C, 4, lora_r=f.cfg.lora.r)
+    tokens = row_tokens(P, C, a.num_generations, checkpointing=False)  # the prompt shared by G
+    per_row = activation_bytes_per_row(shape, tokens, 4, lora_r=f.cfg.lora.r)
     fixed = fixed_pass_bytes(shape, chunk_tokens(shape.vocab, CHUNK_ELEMENTS))
     free = int((fixed + 9.5 * per_row) / USABLE_FRACTION)  # room for 9 rows: 8 in whole groups
     monkeypatch.setattr(micro_batch, "free_bytes", lambda device: free)
@@ -213,3 +215,16 @@ def test_a_run_logs_each_halving_once_and_a_fixed_size_fails_with_advice(
     events = list(train(_cfg(micro_model_dir, micro_batch_size=8), TrainControl()))
     assert events[-1].status == "failed"
     assert "Out of memory" in events[-1].message and "micro-batch size" in events[-1].message
+
+
+def test_a_groups_shared_prompt_counts_once_when_choosing_rows_per_pass():
+    # SmolLM2-135M with a system prompt and a worked example: 80 prompt tokens, 25-token answers.
+    # Counting the prompt in every row, the CPU cap gave 2-3 rows a pass, so each pass ran the
+    # prompt again and a step took 16 passes; shared by the group's 8 rows it is one group a pass.
+    smol = ModelShape(hidden=576, layers=30, heads=9, kv_heads=3, intermediate=1536, vocab=49152)
+    assert row_tokens(80, 25, 8, checkpointing=False) == 35
+    assert row_tokens(80, 25, 8, checkpointing=True) == 105  # checkpointed layers share nothing
+    assert row_tokens(80, 25, 1, checkpointing=False) == 105
+    per_row = activation_bytes_per_row(smol, row_tokens(80, 25, 8, False), 4, lora_r=16)
+    assert cpu_rows_cap(activation_bytes_per_row(smol, 105, 4, lora_r=16)) < 8
+    assert rows_per_pass(20 * 2**30, per_row, 32, group=8, max_rows=cpu_rows_cap(per_row)) >= 8
