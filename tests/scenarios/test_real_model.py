@@ -67,11 +67,18 @@ def clean(text: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def imported() -> str:
-    """The imported model folder (once per test session: the cache is the session's)."""
+def imported(tmp_path_factory):
+    """The imported model folder, in the test session's cache: module fixtures are set up
+    before conftest's function-scoped `_isolated_cache`, so its XDG_CACHE_HOME is set here for
+    the module too (else the import lands in the user's ~/.cache)."""
     from grpo_desktop.engine.models.loading import resolve_model_path
 
-    return resolve_model_path(GGUF)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
+        mp.delenv("GRPO_DESKTOP_MODEL_CACHE", raising=False)
+        folder = resolve_model_path(GGUF)
+        assert folder.startswith(str(tmp_path_factory.getbasetemp()))
+        yield folder
 
 
 @pytest.fixture(scope="module")
