@@ -129,5 +129,7 @@ def table(r: dict) -> str:
     if r["advice"]:
         lines.append("To make it fit:")
         lines += [f"  - {a}" for a in r["advice"]]
+    if r.get("starter"):  # a small pretrained model whose settings differ from the starter
+        lines.append(f"Starter    {r['starter']['text']}")
     lines += [f"Note: {n}" for n in r["notes"]]
     return "\n".join(lines)

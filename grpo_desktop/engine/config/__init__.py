@@ -3,13 +3,22 @@
 `grpo_desktop.engine.config` keeps the names it always had (`TrainConfig`, `validate`, `preset`,
 `load_config`, the sections): they live in `train_config.py` (the whole config, presets, loading),
 `model.py` (model, LoRA, quantization, data), `training.py` (rewards, algorithm, run), `alerts.py`
-(health alarm thresholds) and `demo.py` (the built-in demo's settings). Torch-free.
+(health alarm thresholds), `demo.py` (the built-in demo's settings) and `starters.py` (the starter
+for a small pretrained model). Torch-free.
 
 Try it:  python -c "from grpo_desktop.engine.config import preset; print(preset('dapo').to_json())"
 """
 
 from __future__ import annotations
 
+from grpo_desktop.engine.config.starters import (
+    SMALL_MODEL_STARTER,
+    STARTER_LABEL,
+    small_model_starter,
+    starter_change,
+    starter_summary,
+    suggests_small_model_starter,
+)
 from grpo_desktop.engine.config.train_config import (
     PRESET_LABELS,
     PRESETS,
@@ -39,6 +48,8 @@ __all__ = [
     "PRESET_LABELS",
     "SCHEMA_VERSION",
     "SECTIONS",
+    "SMALL_MODEL_STARTER",
+    "STARTER_LABEL",
     "AlertsConfig",
     "AlgorithmConfig",
     "ConfigError",
@@ -54,6 +65,10 @@ __all__ = [
     "option",
     "preset",
     "read_settings_file",
+    "small_model_starter",
+    "starter_change",
+    "starter_summary",
+    "suggests_small_model_starter",
     "validate",
     "warnings",
 ]

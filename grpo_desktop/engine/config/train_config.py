@@ -25,6 +25,7 @@ from grpo_desktop.engine.config.model import (
     QuantizationConfig,
     option,
 )
+from grpo_desktop.engine.config.starters import starter_hint
 from grpo_desktop.engine.config.training import AlgorithmConfig, RewardsConfig, RunConfig
 from grpo_desktop.engine.errors import ConfigError, UserError, read_utf8
 
@@ -241,7 +242,8 @@ def validate(cfg: TrainConfig) -> list[str]:
 
 def warnings(cfg: TrainConfig) -> list[str]:
     """Valid but risky settings, explained: the traps a first GRPO run falls into."""
-    out = []
+    hint = starter_hint(cfg)  # first: the window shows the last warning on top
+    out = [hint] if hint else []
     r = cfg.rewards
     if r.format_weight > 0 and r.format_weight >= r.accuracy_weight:
         out.append(

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from grpo_desktop.engine.config import TrainConfig
+from grpo_desktop.engine.config.starters import starter_change, starter_recommendation
 from grpo_desktop.engine.errors import ModelError
 from grpo_desktop.engine.estimate.advice import advise, gb
 from grpo_desktop.engine.estimate.formulas import (
@@ -308,7 +309,12 @@ def estimate_run(
          "memory": {"weights", "adapters_optimizer", "activations", "logits", "kv_cache",
                     "overhead", "total", "weights_detail": {"4bit": …, "bf16": …}, ...},
          "rows_per_pass", "seconds_per_step", "seconds_detail": {"sampling", "training"},
-         "fits", "headroom_bytes", "advice": [str, ...], "advice_detail": [...], "notes": [...]}
+         "fits", "headroom_bytes", "advice": [str, ...], "advice_detail": [...], "notes": [...],
+         "starter": {"text", "change"} or None}
+
+    `starter`: for a pretrained model under ~1.5B parameters whose settings differ from the
+    small-model starter (config/starters.py), what it would change, as one sentence, and the
+    change itself (for TrainConfig.replace or one set_value a field).
     """
     config, path = read_model_config(cfg.model.name_or_path)
     params, notes = count_params(config, path, cfg)
@@ -370,7 +376,13 @@ def estimate_run(
             "dtype": dtype,
         },
         "notes": notes + _notes(dev, mem, s, how, fits),
+        "starter": _starter(cfg, params.total),
     }
+
+
+def _starter(cfg: TrainConfig, parameters: int) -> dict[str, Any] | None:
+    text = starter_recommendation(cfg, parameters)
+    return {"text": text, "change": starter_change(cfg)} if text else None
 
 
 def _notes(dev: Device, mem: dict, s: Settings, how: str, fits: bool | None) -> list[str]:

@@ -241,6 +241,14 @@ def advice(r: dict) -> list[dict[str, Any]]:
     return items[:MAX_ADVICE]
 
 
+def starter(r: dict) -> list[dict[str, Any]]:
+    """The small-model starter's recommendation ({"text", "change"}; engine/config/starters.py)
+    when the estimate has one: a pretrained model under ~1.5B parameters whose settings differ
+    from it. Shown whether or not the run fits: it is about learning, not memory."""
+    item = r.get("starter")
+    return [item] if isinstance(item, dict) and item.get("text") else []
+
+
 def describe_change(change: dict) -> str:
     """'lora.enabled = True, quantization.mode = 4bit'."""
     return ", ".join(f"{s}.{n} = {v}" for s, fields in change.items() for n, v in fields.items())

@@ -2,7 +2,9 @@
 count (trainable / total), its estimated peak memory split into weights, training state,
 activations, logits and the sampling KV cache against this computer's free GPU memory or RAM,
 and a rough time per step; when it will not fit (or only just), the engine's advice, each with an
-Apply button that makes that change in the session (`SessionModel.set_value`, as a form field).
+Apply button that makes that change in the session (`SessionModel.set_value`, as a form field);
+for a small pretrained model whose settings differ from the starter (engine/config/starters.py),
+that recommendation with its own Apply.
 
 The numbers come from `engine.estimate.fit.estimate_run` (the model's config.json on PyTorch's
 meta device: nothing downloaded or loaded), run in a child process (`estimate_process.py`: no
@@ -34,7 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.engine.config import TrainConfig
+from grpo_desktop.engine.config import SMALL_MODEL_STARTER, TrainConfig
 from grpo_desktop.ui.common.widgets import note_label, rich_tooltip, set_note, wrapped_label
 from grpo_desktop.ui.panels import estimate_text as say
 from grpo_desktop.ui.panels.estimate_bar import MemoryBar, part_colour
@@ -54,6 +56,8 @@ FIRST = "Estimating… (the first estimate reads the model's code: a few seconds
 def config_key(cfg: TrainConfig) -> str:
     """The settings an estimate depends on, as one comparable string."""
     data = {k: v for k, v in cfg.to_dict().items() if k not in IGNORED_SECTIONS}
+    # the reward settings the small-model starter recommends change its advice, not the memory
+    data["starter"] = {k: getattr(cfg.rewards, k) for k in SMALL_MODEL_STARTER.get("rewards", {})}
     return json.dumps(data, sort_keys=True, default=str)
 
 
@@ -208,8 +212,8 @@ class EstimateView(QWidget):
     def _model_name(self) -> str:
         return str(self.model.config.model.name_or_path or "").strip()
 
-    def _on_model_config_changed(self, section: str, _name: str) -> None:
-        if section not in IGNORED_SECTIONS:
+    def _on_model_config_changed(self, section: str, name: str) -> None:
+        if section not in IGNORED_SECTIONS or name in SMALL_MODEL_STARTER.get(section, {}):
             self._stale = True
             self.schedule()
 
@@ -306,7 +310,7 @@ class EstimateView(QWidget):
         for w in self.details:
             w.show()
         set_note(self.note, "")
-        self._fill_advice(say.advice(r))
+        self._fill_advice(say.advice(r) + say.starter(r))
 
     def _fill_advice(self, advice: list[dict]) -> None:
         while self.advice_rows.count():

@@ -3,6 +3,8 @@ metadata.
 
 Every field of the `algorithm`, `run` and `alerts` (health alarms) sections gets an editor whose
 tooltip is its help text; presets (GRPO, Dr. GRPO, DAPO, GSPO) set the algorithm fields at once;
+"Starter: small real model" sets what a small pretrained model needs beyond the defaults (learning
+rate, rewards, a worked example, lengths: engine/config/starters.py) in one step;
 "Show advanced settings" reveals the fields marked advanced; validation messages appear under the
 field they concern, and cross-field problems and risky settings at the top.
 Try it: tests/ui/panels/test_panels.py.
@@ -23,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.engine.config import PRESET_LABELS, SECTIONS
+from grpo_desktop.engine.config import PRESET_LABELS, SECTIONS, STARTER_LABEL, starter_summary
 from grpo_desktop.ui.common.form import CROSS_FIELD, ConfigForm
 from grpo_desktop.ui.common.widgets import note_label, rich_tooltip, set_note
 
@@ -54,6 +56,19 @@ class HyperPanel(QWidget):
             self.preset_buttons[name] = button
             presets.addWidget(button)
         presets.addStretch(1)
+        # Not a preset (it leaves the algorithm variant alone): what a small pretrained model
+        # needs beyond the defaults, which were tuned on the built-in demo model.
+        self.starter_button = QPushButton(STARTER_LABEL)
+        self.starter_button.setToolTip(
+            rich_tooltip(
+                "Settings measured on a small pretrained model (SmolLM2-135M-Instruct) that "
+                "make it learn; the defaults are tuned for the built-in demo model. Sets:",
+                *starter_summary().splitlines(),
+                "The rest of the settings stay as they are.",
+            )
+        )
+        self.starter_button.clicked.connect(self._on_starter_clicked)
+        presets.addWidget(self.starter_button)
         self.advanced_box = QCheckBox("Show advanced settings")
         self.advanced_box.setToolTip("Clipping, schedules, micro-batches and other fine controls")
         self.batch_label = QLabel()
@@ -100,6 +115,9 @@ class HyperPanel(QWidget):
 
     def _on_preset_clicked(self, name: str) -> None:
         self.model.apply_preset(name)
+
+    def _on_starter_clicked(self) -> None:
+        self.model.apply_starter()
 
     def _refresh(self, *_args) -> None:
         a = self.model.config.algorithm

@@ -1,10 +1,10 @@
 """The central model the window is built around: the session being edited, its run and history.
 
-Panels edit the config only through `set_value` / `set_config` / `apply_preset` and redraw on
-`config_changed` / `config_replaced`; they never talk to each other or to the worker. The run
-controls call `start` / `pause` / `resume` / `stop`. Events from the training thread are appended
-to the Qt-free `RunHistory` (session layer) and re-emitted as typed signals; plots redraw from the
-history on their own timer.
+Panels edit the config only through `set_value` / `set_config` / `apply_preset` /
+`apply_starter` and redraw on `config_changed` / `config_replaced`; they never talk to each other
+or to the worker. The run controls call `start` / `pause` / `resume` / `stop`. Events from the
+training thread are appended to the Qt-free `RunHistory` (session layer) and re-emitted as typed
+signals; plots redraw from the history on their own timer.
 
 It holds one `SessionDocument` at a time: training writes into its run folder, `load_document`
 swaps in another session with the history replayed from its events.jsonl (`session_replaced`),
@@ -22,7 +22,14 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from grpo_desktop.engine.config import PRESETS, TrainConfig, preset, validate, warnings
+from grpo_desktop.engine.config import (
+    PRESETS,
+    TrainConfig,
+    preset,
+    small_model_starter,
+    validate,
+    warnings,
+)
 from grpo_desktop.engine.models.remote_code import ModelCode, RemoteCodePermission, code_to_trust
 from grpo_desktop.engine.rewards.worked_example import example_warnings
 from grpo_desktop.session.document import (
@@ -260,6 +267,10 @@ class SessionModel(QObject):
 
     def apply_preset(self, name: str) -> None:
         self.set_config(preset(name, self.config))
+
+    def apply_starter(self) -> None:
+        """The small-model starter's settings (engine/config/starters.py) in one replace."""
+        self.set_config(small_model_starter(self.config))
 
     def matching_preset(self) -> str | None:
         """The preset whose algorithm settings the config has, if any."""
