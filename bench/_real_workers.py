@@ -140,7 +140,30 @@ def _step_row(step: int, metrics: dict, seconds: float) -> dict:
     }
 
 
-def _eval_row(ev: Any, train_seconds: float, eval_seconds: float) -> dict:
+def progress(side: str, text: str) -> None:
+    """A progress line on stderr (the bench passes it through while the worker runs)."""
+    print(f"  [{side} {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+def _step_progress(side: str, row: dict) -> None:
+    def num(key: str) -> str:
+        v = row.get(key)
+        return f"{v:.2f}" if isinstance(v, (int, float)) else "-"
+
+    progress(
+        side,
+        f"step {row['step']}: reward {num('reward')} (accuracy {num('accuracy_reward')}, "
+        f"format {num('format_reward')}), {num('mean_length')} tokens, {num('seconds')} s",
+    )
+
+
+def _eval_row(ev: Any, train_seconds: float, eval_seconds: float, side: str = "") -> dict:
+    if side:
+        progress(
+            side,
+            f"step {ev.step}: held-out accuracy {ev.accuracy:.1%}, format rate "
+            f"{ev.format_rate:.1%}, {ev.mean_length:.1f} tokens ({train_seconds:.0f} s training)",
+        )
     return {
         "step": ev.step,
         "accuracy": ev.accuracy,
@@ -181,12 +204,13 @@ def run_ours(s: RealRun) -> dict[str, Any]:
                 continue  # loading and importing the model: not training
             if isinstance(event, EvalResult):
                 eval_seconds += dt
-                evals.append(_eval_row(event, train_seconds, dt))
+                evals.append(_eval_row(event, train_seconds, dt, "ours"))
                 step_start = train_seconds
                 continue
             train_seconds += dt
             if isinstance(event, StepMetrics):
                 steps.append(_step_row(event.step, event.metrics, train_seconds - step_start))
+                _step_progress("ours", steps[-1])
                 step_start = train_seconds
             elif isinstance(event, RunFinished) and event.status != "completed":
                 raise RuntimeError(f"our run ended {event.status}: {event.message}\n{event.error}")
@@ -270,7 +294,7 @@ def run_trl(s: RealRun) -> dict[str, Any]:
             trainer_model.train()
         dt = time.perf_counter() - t0
         clock["eval"] += dt
-        evals.append(_eval_row(ev, clock["train"], dt))
+        evals.append(_eval_row(ev, clock["train"], dt, "trl"))
         clock["last"] = time.perf_counter()
 
     class Clock(TrainerCallback):
@@ -293,6 +317,7 @@ def run_trl(s: RealRun) -> dict[str, Any]:
                         "seconds": seconds - done,
                     }
                 )
+                _step_progress("trl", steps[-1])
 
         def on_step_end(self, args, state, control, model=None, **kwargs):
             if state.global_step % s.eval_every == 0 or state.global_step == s.steps:
