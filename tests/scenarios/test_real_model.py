@@ -173,10 +173,18 @@ def test_try_answers_end_at_im_end_on_base_and_trained(run_dir):
             assert sample["ended"] == "eos", sample
             assert clean(sample["text"]) and sample["text"].strip(), sample
             assert sample["tokens"] < MAX_TOKENS
+        streamed: list[str] = []  # every text shown while it streams
         sampled = answer_prompt(
-            mv, cfg, "latest", "Hi", None, TrySettings(greedy=False, samples=3, seed=0)
+            mv,
+            cfg,
+            "latest",
+            "Hi",
+            None,
+            TrySettings(greedy=False, samples=3, seed=0),
+            on_text=streamed.extend,
         )
         assert all(clean(s["text"]) for s in sampled["samples"])
+        assert streamed and all(clean(t) for t in streamed)
 
 
 def test_compare_and_cli_eval_show_clean_answers(run_dir):
@@ -442,3 +450,22 @@ def test_the_window_trains_smollm2_and_shows_rollouts_try_and_compare(
         for c in range(model.columnCount()):
             assert clean(str(model.index(r, c).data() or ""))
     _shot(w, tmp_path, "smollm2-compare.png")
+
+    # save, reopen in a new window, continue to step 3 from the step-2 checkpoint
+    path = str(tmp_path / "smollm2.grpo")
+    assert w.session.save_as(path)
+    w.close()
+    again = show_window(MainWindow(smollm2_config(), settings=settings))
+    assert again.session.open_session(path)
+    assert again.model.config.model.name_or_path == GGUF
+    assert "step 2 / 2" in again.controls.progress_label.text()
+    again.model.set_value("run", "max_steps", 3)
+    assert again.controls.start_action.text() == "Continue"
+    ended = []
+    again.model.run_finished.connect(ended.append)
+    again.controls.start_action.trigger()
+    qtbot.waitUntil(lambda: bool(ended), timeout=300_000)
+    assert ended[0].status == "completed" and ended[0].step == 3, ended[0]
+    qtbot.waitUntil(lambda: not again.model.runner.active, timeout=60_000)
+    started = _events(again.model.doc.run_dir, "run_started")
+    assert started[-1].resumed and started[-1].start_step == 2
