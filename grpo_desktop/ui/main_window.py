@@ -333,6 +333,13 @@ class MainWindow(LearnAndHelp, QMainWindow):
     def _on_model_session_replaced(self) -> None:
         run = self.model.history.run
         self.run_summary.setText(_short_model_name(run.get("model", "")) if run else "")
+        evals = self.model.history.evals if run else []
+        if evals:  # a reopened run shows its last held-out accuracy, as it did when it ran
+            last = evals[-1]
+            self.run_summary.setText(
+                f"{self.run_summary.text()} · held-out accuracy {last['accuracy']:.0%} "
+                f"(step {last['step']})"
+            )
         self.state_label.setText(self.controls.state_text())
 
     def _on_model_step_finished(self, *_args) -> None:

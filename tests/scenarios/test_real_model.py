@@ -395,8 +395,9 @@ def test_the_window_trains_smollm2_and_shows_rollouts_try_and_compare(
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
     w = show_window(MainWindow(smollm2_config(), settings=settings))
     w.resize(1500, 950)
-    finished = []
+    finished, finished_eval = [], []
     w.model.run_finished.connect(finished.append)
+    w.model.eval_finished.connect(finished_eval.append)
     w.controls.start_action.trigger()
     qtbot.waitUntil(lambda: bool(finished), timeout=300_000)
     assert finished[0].status == "completed", finished[0]
@@ -459,6 +460,8 @@ def test_the_window_trains_smollm2_and_shows_rollouts_try_and_compare(
     assert again.session.open_session(path)
     assert again.model.config.model.name_or_path == GGUF
     assert "step 2 / 2" in again.controls.progress_label.text()
+    shown = f"SmolLM2-135M-Instruct.Q4_1.gguf · held-out accuracy {finished_eval[-1].accuracy:.0%}"
+    assert again.run_summary.text().endswith(f"{shown} (step 2)"), again.run_summary.text()
     again.model.set_value("run", "max_steps", 3)
     assert again.controls.start_action.text() == "Continue"
     ended = []
