@@ -42,10 +42,11 @@ def test_estimate_recommends_the_starter_for_a_small_pretrained_model(tmp_path, 
     proc = _run("estimate", _write(tmp_path, "cfg.json", cfg), "--free-gb", "8", cache=cache)
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("Starter "))
-    assert "For a small pretrained model ('Starter: small real model')" in line
-    assert "learning rate 3e-4 with LoRA (now 1e-5)" in line
+    assert (
+        "Starter    For a small pretrained model: learning rate 3e-4 with LoRA (now 1e-5)" in line
+    )
     assert "per-tag format credit (now all-or-nothing)" in line
-    assert "<think>4 + 7 = 11</think><answer>11</answer>" in line
+    assert "a worked example in the format (now none)" in line
 
 
 @pytest.mark.slow

@@ -129,10 +129,7 @@ def suggests_small_model_starter(cfg: TrainConfig, parameters: int | None) -> li
             f"(now {cfg.rewards.format_weight:g})"
         )
     if change.get("data"):
-        out.append(
-            f"a worked example in the format ({SMALL_MODEL_EXAMPLE[0]!r} answered "
-            f"{change['data']['example_answer']}; now none)"
-        )
+        out.append("a worked example in the format (now none)")
     if "max_completion_length" in algo:
         out.append(
             f"{_lower(_label(AlgorithmConfig, 'max_completion_length'))} "
@@ -147,15 +144,12 @@ def suggests_small_model_starter(cfg: TrainConfig, parameters: int | None) -> li
 
 
 def starter_recommendation(cfg: TrainConfig, parameters: int | None) -> str:
-    """The suggestions as one sentence ("For a small pretrained model: …"); "" when none."""
+    """The suggestions as one sentence ("For a small pretrained model: …"); "" when none. Why
+    each: `starter_summary()` (the estimate view's tooltip, docs/guide.md)."""
     items = suggests_small_model_starter(cfg, parameters)
     if not items:
         return ""
-    return (
-        f"For a small pretrained model ('{STARTER_LABEL}'): " + "; ".join(items) + ". "
-        "Measured on SmolLM2-135M-Instruct: told about the tags only, it never wrote them; LoRA "
-        "needs the higher learning rate (docs/guide.md, 'Training a small real model')."
-    )
+    return "For a small pretrained model: " + "; ".join(items) + "."
 
 
 def starter_hint(cfg: TrainConfig) -> str | None:

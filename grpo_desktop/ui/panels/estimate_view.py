@@ -36,7 +36,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.engine.config import SMALL_MODEL_STARTER, TrainConfig
+from grpo_desktop.engine.config import (
+    SMALL_MODEL_STARTER,
+    STARTER_LABEL,
+    TrainConfig,
+    starter_summary,
+)
 from grpo_desktop.ui.common.widgets import note_label, rich_tooltip, set_note, wrapped_label
 from grpo_desktop.ui.panels import estimate_text as say
 from grpo_desktop.ui.panels.estimate_bar import MemoryBar, part_colour
@@ -322,6 +327,8 @@ class EstimateView(QWidget):
             row = QHBoxLayout()
             label = wrapped_label(f"• {item.get('text', '')}")
             label.setTextFormat(Qt.TextFormat.PlainText)
+            if item is (self.result or {}).get("starter"):  # why each of the starter's settings
+                label.setToolTip(rich_tooltip(f"{STARTER_LABEL}:", *starter_summary().splitlines()))
             self.advice_labels.append(label)
             row.addWidget(label, 1)
             change = item.get("change")
