@@ -2,9 +2,10 @@
 
 Prints engine/estimate/fit.py's estimate before anything loads (the model's config.json is read
 on the meta device), so a user learns before Start whether the settings fit this computer's free
-GPU memory or RAM, and what to change when they do not. A table by default, one JSON line with
---json; --device and --free-gb ask about another device or amount of memory. Bad input (a missing
-or corrupt config, an unknown or unreachable model) is one message and exit 2.
+GPU memory or RAM, and what to change when they do not (and, for a small pretrained model, the
+starter's settings where they differ: engine/config/starters.py). A table by default, one JSON
+line with --json; --device and --free-gb ask about another device or amount of memory. Bad input
+(a missing or corrupt config, an unknown or unreachable model) is one message and exit 2.
 
     grpo-desktop estimate --demo
     grpo-desktop estimate my.json --json --free-gb 8
@@ -22,7 +23,9 @@ DESCRIPTION = (
     "Prints the estimate of engine/estimate/fit.py before anything loads: the parameter count "
     "(from the model's config.json on the meta device), peak memory split into weights, adapters "
     "and optimizer, activations, logits and the sampling cache, seconds per step, against this "
-    "computer's free GPU memory or RAM, and what to change when it will not fit. `--json` prints "
+    "computer's free GPU memory or RAM, what to change when it will not fit, and for a "
+    "pretrained model under 1.5B parameters the small-model starter's settings where they differ "
+    "(the Starter line; engine/config/starters.py). `--json` prints "
     "the whole estimate as one JSON line on stdout (the keys are listed in "
     "engine/estimate/fit.py); the table goes to stdout otherwise. `--device cpu|cuda` and "
     "`--free-gb N` ask about another device or amount of memory."
