@@ -11,8 +11,10 @@ sampled answers; shown one exchange, it answers in the format), and short answer
 Those values live here and only here: `SMALL_MODEL_STARTER` (config fields) and
 `SMALL_MODEL_EXAMPLE` (the worked example, written with the run's own tag names). Everything that
 offers the starter reads them: `small_model_starter(cfg)` (the Hyperparameters panel's "Starter:
-small real model" button), `suggests_small_model_starter(cfg, parameters)` (what "Will it fit?"
-and `grpo-desktop estimate` recommend), `starter_hint(cfg)` (the config warning a run logs).
+small real model" button), `suggests_small_model_starter(cfg, parameters)` and
+`starter_recommendation` (what "Will it fit?" and `grpo-desktop estimate` recommend, with
+`starter_change(cfg)` for its Apply), `starter_summary()` (why each setting: the tooltips) and
+`starter_hint(cfg)` (the config warning a run logs).
 
 Torch-free; imports only the config's section classes (train_config.py imports this module).
 Try it:  python -c "from grpo_desktop.engine.config import small_model_starter, TrainConfig;
@@ -51,7 +53,7 @@ SMALL_MODEL_STARTER: dict[str, dict[str, Any]] = {
 # <think>reasoning</think><answer>final answer</answer> with the run's tag names.
 SMALL_MODEL_EXAMPLE = ("Calculate 4 + 7.", "4 + 7 = 11", "11")
 
-# Why each setting, for a hobbyist (tooltips, the estimate's recommendation, the guide).
+# Why each setting, for a hobbyist (starter_summary: the button's and the estimate's tooltips).
 WHY: dict[str, str] = {
     "lora.enabled": "adapters train a small model on a CPU in little memory",
     "lora.learning_rate": "LoRA adapters barely move at a full fine-tuning rate such as 1e-5",
@@ -174,7 +176,8 @@ def starter_summary() -> str:
     a, r = SMALL_MODEL_STARTER["algorithm"], SMALL_MODEL_STARTER["rewards"]
     return "\n".join(
         [
-            f"• LoRA, learning rate {_text(a['learning_rate'])}: {WHY['lora.learning_rate']}.",
+            f"• LoRA ({WHY['lora.enabled']}), learning rate {_text(a['learning_rate'])}: "
+            f"{WHY['lora.learning_rate']}.",
             f"• Per-tag format credit: {WHY['rewards.format_credit']}.",
             f"• Format weight {r['format_weight']:g}: {WHY['rewards.format_weight']}.",
             f"• A worked example ({SMALL_MODEL_EXAMPLE[0]!r}) when the run has none: "
