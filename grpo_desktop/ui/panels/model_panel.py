@@ -156,6 +156,7 @@ class ModelPanel(QWidget):
         model.config_changed.connect(self._on_model_config_changed)
         model.config_replaced.connect(self._load)
         model.device_info_changed.connect(self._on_model_device_info_changed)
+        model.run_started.connect(self._on_model_run_started)
         self._fill_models([])
         self._load()
         self._on_model_device_info_changed(model.device_info)
@@ -341,6 +342,9 @@ class ModelPanel(QWidget):
         if path:
             self._show_path(path)
             self.model.set_value("model", "name_or_path", path)
+
+    def _on_model_run_started(self, _event) -> None:
+        self._refresh_gguf_note()  # a GGUF model is imported by now: "Already imported"
 
     # -- device and quantization
 
