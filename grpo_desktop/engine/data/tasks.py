@@ -237,15 +237,28 @@ def _unique(entries: list[dict], taken: set[str]) -> list[dict]:
     return out
 
 
+def _held_out(name: str, options: dict, n: int, seed: int) -> tuple[Any, list[dict]]:
+    """`n` distinct held-out problems when the task has them: a task with few distinct problems
+    repeats some (basic_arithmetic with one-digit pairs gave 92 of 100), so more are drawn, up to
+    8 × n, and the first n distinct kept (problem i depends only on seed + i, so drawing more
+    keeps the first ones)."""
+    size = n
+    while True:
+        dataset, raw = _generate(name, options, size, seed)
+        held = _unique(raw, set())
+        if len(held) >= n or size >= 8 * n:
+            return dataset, held[:n]
+        size = min(8 * n, size * 2)
+
+
 @lru_cache(maxsize=8)
 def _problems(name: str, options_json: str, train_n: int, eval_n: int, seed: int) -> TaskProblems:
     options = json.loads(options_json)
     train_ds, train_raw = _generate(name, options, train_n, seed)
-    held_ds, held_raw = (None, [])
+    held_ds, held = (None, [])
     if eval_n:
-        held_ds, held_raw = _generate(name, options, eval_n, seed + HELD_OUT_SEED_OFFSET)
-    taken: set[str] = set()
-    held = _unique(held_raw, taken)
+        held_ds, held = _held_out(name, options, eval_n, seed + HELD_OUT_SEED_OFFSET)
+    taken = {str(entry["question"]).strip() for entry in held}
     train = _unique(train_raw, taken)
     if not train:
         raise DataError(

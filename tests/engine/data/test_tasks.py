@@ -59,6 +59,20 @@ def test_a_task_with_few_distinct_problems_drops_training_repeats_of_held_out_on
     assert "dropped" in data.source_desc
 
 
+def test_the_held_out_set_is_as_large_as_asked_when_the_task_repeats_itself():
+    # one-digit pairs repeat: 100 drawn gave 92 distinct, and the bench needs 100 unseen problems
+    options = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
+    cfg = task_data("basic_arithmetic", task_size=2000, eval_size=100, task_options=options)
+    data = load_data(cfg)
+    held = [ex.problem for ex in data.eval]
+    assert len(held) == 100 == len(set(held))
+    assert not set(held) & {ex.problem for ex in data.train}
+    # too few distinct problems for the request: the drawing stops, and the message says why
+    tiny = task_data("products", task_size=50, eval_size=500, task_options={"max_digits": 1})
+    with pytest.raises(DataError, match="Lower 'Held-out problems'"):
+        load_data(tiny)
+
+
 def test_the_tasks_own_settings_are_applied_lists_included():
     cfg = task_data(
         "basic_arithmetic",
