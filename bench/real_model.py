@@ -197,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--eval-size", type=int, default=100)
     p.add_argument("--task", default=RealRun.task)
+    p.add_argument(
+        "--learning-rate", type=float, default=None, help="default: the small-model starter's"
+    )
     p.add_argument("--ours-only", action="store_true", help="skip the TRL side")
     p.add_argument("--json", help="write the summary and both sides' records here")
     p.add_argument("--png", default="real_model.png", help="the curves (needs matplotlib)")
@@ -226,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.task != RealRun.task:
         s.task_options = {}
+    if args.learning_rate is not None:
+        s.learning_rate = args.learning_rate
     log(f"SmolLM2-135M-Instruct: {gguf}")
     log(f"  imported to {folder} in {seconds:.1f} s, peak RSS {rss:.0f} MB (load {load:.2f})")
     log(f"settings: {s.to_json()}")
