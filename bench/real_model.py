@@ -176,11 +176,16 @@ def plot(path: str, sides: dict[str, dict], title: str) -> None:
             label=f"{name}: format rate",
         )
         steps = [r["step"] for r in out["steps"]]
-        axes[1].plot(steps, [r["reward"] for r in out["steps"]], c=c, label=name)
+        axes[1].plot(steps, [r["reward"] for r in out["steps"]], c=c, label=f"{name}: total")
+        for key, style in (("accuracy_reward", "--"), ("format_reward", ":")):
+            values = [r.get(key) for r in out["steps"]]
+            if all(isinstance(v, (int, float)) for v in values):
+                part = key.split("_")[0]
+                axes[1].plot(steps, values, style, c=c, alpha=0.7, label=f"{name}: {part}")
         axes[2].plot(steps, [r["mean_length"] for r in out["steps"]], c=c, label=name)
     axes[0].set(xlabel="training minutes (evaluation left out)", ylabel="%", ylim=(0, 100))
     axes[0].set_title("held-out accuracy (greedy) and format rate")
-    axes[1].set(xlabel="step", ylabel="mean reward", title="reward per step")
+    axes[1].set(xlabel="step", ylabel="mean reward", title="sampled reward per step, and its parts")
     axes[2].set(xlabel="step", ylabel="tokens", title="mean completion length")
     for ax in axes:
         ax.grid(alpha=0.3)
