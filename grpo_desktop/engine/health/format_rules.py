@@ -80,9 +80,10 @@ class FormatRules:
                 "so it had no spread in any group and taught nothing."
             )
             advice = (
-                "Make the system prompt show the format, with a short example answer in the "
-                "tags; a small model may ignore the system prompt, so put the format in the "
-                "problem text itself. Or set the format weight to 0 and train on accuracy alone."
+                "Show the model the format: add a worked example (Dataset panel, Worked "
+                "example: a problem and its answer in the tags), which a small model copies where "
+                "it ignores the system prompt. Or set the format weight to 0 and train on "
+                "accuracy alone."
             )
         else:
             message = (
@@ -99,8 +100,9 @@ class FormatRules:
             if all(s is not None and s[3] is False for s in states):
                 advice += (
                     " Here not one answer wrote a single tag, so per-tag credit would score 0 "
-                    "too: show the format with a short example answer in the tags, in the "
-                    "problem text itself if the model ignores the system prompt."
+                    "too: add a worked example (Dataset panel, Worked example: a problem and its "
+                    "answer in the tags), which a small model copies where it ignores the system "
+                    "prompt."
                 )
         return self._raise("format_flat", step, message, advice)
 

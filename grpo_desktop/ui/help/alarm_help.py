@@ -35,8 +35,9 @@ WHAT_TO_DO = {  # kind: (where to look, what usually helps), in the markup of to
         "The dashed format line on [[plot-reward]] flat at 0; in the Rollouts tab, whether any "
         "answer writes the think and answer tags.",
         "Set *Format credit* to per tag in the Reward panel (partial credit for each well-placed "
-        "tag), so the answers with more tags win. Show the format in the system prompt, with a "
-        "short example answer in the tags. Or set the format weight to 0 if the format does not "
+        "tag), so the answers with more tags win. Add a worked example in the Dataset panel (a "
+        "problem and its answer in the tags): a small model copies a format it is shown, where "
+        "it ignores one it is only told about. Or set the format weight to 0 if the format does not "
         "matter to you. [[lab:reward|Compare the credits in the Lab]]. See [[format-credit]].",
     ),
     "truncation": (

@@ -84,6 +84,7 @@ def test_all_or_nothing_credit_on_untagged_answers_fires_with_the_advice():
     # Not a single tag in any answer (SmolLM2 under the default prompt, measured): per-tag
     # credit alone would score 0 too, and the advice says so.
     assert "not one answer wrote a single tag, so per-tag credit would score 0 too" in alert.advice
+    assert "add a worked example (Dataset panel" in alert.advice  # what SmolLM2 needed
     (partly,) = alerts(stream("all", PARTLY_TAGGED))  # some tags: per tag would spread
     assert "single tag" not in partly.advice and "switch Format credit" in partly.advice
 
@@ -96,10 +97,10 @@ def test_per_tag_credit_that_spreads_does_not_fire():
     assert [a.kind for a in alerts(stream("all", PARTLY_TAGGED))] == ["format_flat"]
 
 
-def test_per_tag_credit_without_a_single_tag_advises_the_system_prompt():
+def test_per_tag_credit_without_a_single_tag_advises_a_worked_example():
     (alert,) = alerts(stream("per_tag", UNTAGGED))
     assert alert.kind == "format_flat" and "not one answer wrote a single" in alert.message
-    assert "system prompt show the format" in alert.advice and "per tag" not in alert.advice
+    assert "add a worked example (Dataset panel" in alert.advice and "per tag" not in alert.advice
 
 
 def test_it_stays_quiet_without_a_format_weight_and_on_well_formatted_answers():
