@@ -36,6 +36,7 @@ def test_ours_seconds_are_until_our_accuracy_first_reached_trls_final_one():
     assert out["time_ratio"] == pytest.approx(200 / 900)
     assert out["rss_ratio"] == pytest.approx(2000 / 6000)
     assert out["base_accuracy"] == 0.3 and out["ours_accuracy"] == 0.55
+    assert out["step_time_ratio"] == pytest.approx(300 / 900) and out["trl_gained"]
 
 
 def test_ours_seconds_are_the_whole_run_when_we_never_reached_trl():
@@ -44,6 +45,12 @@ def test_ours_seconds_are_the_whole_run_when_we_never_reached_trl():
     trl = _side([0.3, 0.5, 0.6], [0, 300, 600], 6000.0)
     out = real_model.summary(s, ours, trl, {"seconds": 1.0, "peak_rss_mb": 1.0, "load": 0.0})
     assert out["ours_reached_trl_at_step"] is None and out["ours_seconds"] == 200
+    # TRL ending below the base: ours "reached" it at step 0, and the summary says TRL gained
+    # nothing, so the step-time ratio is the comparison to read
+    trl = _side([0.3, 0.25], [0, 600], 6000.0)
+    out = real_model.summary(s, ours, trl, {"seconds": 1.0, "peak_rss_mb": 1.0, "load": 0.0})
+    assert out["ours_reached_trl_at_step"] == 0 and out["trl_gained"] is False
+    assert out["step_time_ratio"] == pytest.approx(200 / 600)
 
 
 def test_both_sides_share_the_settings_and_the_worked_example():
