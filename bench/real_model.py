@@ -206,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--eval-size", type=int, default=100)
     p.add_argument("--task", default=RealRun.task)
+    p.add_argument("--task-options", help="the task's settings as JSON (default: its own)")
     p.add_argument(
         "--learning-rate", type=float, default=None, help="default: the small-model starter's"
     )
@@ -238,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.task != RealRun.task:
         s.task_options = {}
+    if args.task_options:
+        s.task_options = json.loads(args.task_options)
     if args.learning_rate is not None:
         s.learning_rate = args.learning_rate
     log(f"SmolLM2-135M-Instruct: {gguf}")
