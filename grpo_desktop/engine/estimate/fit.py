@@ -232,7 +232,7 @@ def detect_device(kind: str, dtype: str, free_bytes: int | None, gpu: dict | Non
         bus = getattr(props, "memory_bus_width", 0)
         bandwidth = 2 * mem_clock * bus / 8 * BANDWIDTH_EFFICIENCY if mem_clock and bus else 5e11
         return Device("cuda", props.name, free, int(props.total_memory), flops, bandwidth)
-    from grpo_desktop.engine.estimate.micro_batch import host_available_bytes
+    from grpo_desktop.engine.ops.host_memory import host_available_bytes
 
     flops, bandwidth = _cpu_speed_now()
     free = free_bytes if free_bytes is not None else host_available_bytes()

@@ -16,8 +16,6 @@ Try it: tests/engine/estimate/test_micro_batch.py.
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from grpo_desktop.engine.estimate.memory import (
@@ -29,30 +27,9 @@ from grpo_desktop.engine.estimate.memory import (
     rows_per_pass,
 )
 from grpo_desktop.engine.ops.fused_head import CHUNK_ELEMENTS, chunk_tokens
+from grpo_desktop.engine.ops.host_memory import host_available_bytes
 
 AUTO = 0
-
-
-def host_available_bytes() -> int | None:
-    """RAM available to a new allocation without swapping: Linux's MemAvailable, else psutil's
-    figure when installed, else the free pages sysconf reports; None when nothing says."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except (ImportError, AttributeError, OSError):
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def free_bytes(device: torch.device) -> int | None:

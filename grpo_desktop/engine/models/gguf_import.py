@@ -40,7 +40,7 @@ from grpo_desktop.engine.models.gguf_info import (
     read_gguf_info,
     supported_architectures,
 )
-from grpo_desktop.engine.ops.host_memory import release_free_heap
+from grpo_desktop.engine.ops.host_memory import host_available_bytes, release_free_heap
 from grpo_desktop.engine.units import size_text
 
 RECORD = "grpo_import.json"
@@ -176,22 +176,6 @@ def _readable_types():
     return [t for t in GGMLQuantizationType if _can_dequantize(t.name)]
 
 
-def _memory_available() -> int | None:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except (ImportError, AttributeError, OSError):
-        return None
-
-
 def needed_bytes(info: GgufInfo, dtype: str) -> tuple[int, int]:
     """(memory, disk) an import takes: 1.5 times the weights in `dtype` (the model, and the
     loader's float32 tensors on the way) plus 600 MB for Python, torch and transformers, and on
@@ -203,7 +187,7 @@ def needed_bytes(info: GgufInfo, dtype: str) -> tuple[int, int]:
 
 def check_room(info: GgufInfo, dtype: str, folder: str) -> None:
     memory, disk = needed_bytes(info, dtype)
-    free_memory = _memory_available()
+    free_memory = host_available_bytes()
     if free_memory is not None and free_memory < memory:
         smaller = " or import in bfloat16 (set the precision)" if dtype == "float32" else ""
         raise ModelError(

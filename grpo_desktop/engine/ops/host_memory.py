@@ -1,4 +1,6 @@
-"""Handing the C heap's free pages back to the system during a CPU decode with a large vocabulary.
+"""Handing the C heap's free pages back to the system during a CPU decode with a large vocabulary,
+and how much RAM is available now (`host_available_bytes`: micro-batch auto, the estimate, the
+GGUF import's memory check).
 
 Each decode step at a 151,936-token vocabulary makes several (N, V) float32 temporaries (19 MiB
 at N = 32: the logits, the scaled logits, the softmax). Once glibc has freed one such block it
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sys
 
 TRIM_EVERY = 16  # decode tokens between trims
@@ -65,3 +68,25 @@ class DecodeTrim:
     def done(self) -> None:
         if self.on:
             release_free_heap()
+
+
+def host_available_bytes() -> int | None:
+    """RAM available to a new allocation without swapping: Linux's MemAvailable, else psutil's
+    figure when installed, else the free pages sysconf reports; None when nothing says."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except (ImportError, AttributeError, OSError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None

@@ -200,7 +200,7 @@ def test_the_import_is_in_the_dtype_asked_and_checks_memory_first(exported, cach
     from safetensors import safe_open
 
     path = exported[3]
-    monkeypatch.setattr(gguf_import, "_memory_available", lambda: 10 << 20)
+    monkeypatch.setattr(gguf_import, "host_available_bytes", lambda: 10 << 20)
     with pytest.raises(ModelError, match=r"in float32 needs about .* of memory; 10.0 MB is free"):
         import_gguf(path)
     assert not os.path.exists(cache) or os.listdir(cache) == []
