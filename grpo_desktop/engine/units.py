@@ -1,4 +1,5 @@
-"""Byte sizes as people read them: '512 bytes', '1.5 KB', '6.1 MB', '24.0 GB'.
+"""Byte sizes as people read them: '512 bytes', '1.5 KB', '6.1 MB', '24.0 GB'; and the bytes a
+folder holds on disk (`folder_bytes`: checkpoints, exports, a model to copy).
 
 One formatter for every size the app shows from disk and memory (checkpoints, exports, free
 space, RAM and VRAM), so the same number reads the same everywhere. Units are binary (1 KB =
@@ -10,6 +11,8 @@ print(size_text(6_380_544), size_text(2**29, unit='GB'))"
 """
 
 from __future__ import annotations
+
+import os
 
 UNITS = ("bytes", "KB", "MB", "GB")
 
@@ -28,3 +31,16 @@ def size_text(n: float, unit: str | None = None) -> str:
     else:
         raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
     return f"{n:,.0f} bytes" if power == 0 else f"{n:,.1f} {UNITS[power]}"
+
+
+def folder_bytes(path: str) -> int:
+    """Bytes of the files under `path` (0 for a missing folder); a file that vanishes while it is
+    counted counts 0."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                continue
+    return total

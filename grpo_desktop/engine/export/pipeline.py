@@ -31,7 +31,7 @@ from grpo_desktop.engine.export.plan import (  # noqa: F401 (re-exported)
     MissingBaseModel,
     plan_export,
 )
-from grpo_desktop.engine.units import size_text
+from grpo_desktop.engine.units import folder_bytes, size_text
 
 Progress = Callable[[float, str], None]
 SLACK = 1 << 20  # free space kept beyond the expected size (metadata, file system blocks)
@@ -43,14 +43,6 @@ class ExportCancelled(UserError):
 
 class ExportDiskFull(ExportError):
     """Not enough free space for the export (before or while writing); nothing was left."""
-
-
-def folder_bytes(path: str) -> int:
-    return sum(
-        os.path.getsize(os.path.join(root, name))
-        for root, _dirs, files in os.walk(path)
-        for name in files
-    )
 
 
 def _check_out_dir(out_dir: str, force: bool) -> None:

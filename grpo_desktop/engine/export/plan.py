@@ -33,7 +33,7 @@ from grpo_desktop.engine.runs.layout import (
     intact_checkpoints,
     list_checkpoints,
 )
-from grpo_desktop.engine.units import size_text
+from grpo_desktop.engine.units import folder_bytes, size_text
 
 FORMATS = ("adapter", "merged", "gguf", "trl")
 OUTTYPES = ("f16", "q8_0")
@@ -236,17 +236,6 @@ def shipped_builtin_model(name: str) -> str | None:
     return None
 
 
-def _tree_bytes(folder: str) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(root, name))
-            except OSError:
-                continue
-    return total
-
-
 def _plan_trl(source, fmt: str) -> ExportPlan:
     """The TRL project: its scripts and configs, and the built-in model it copies into model/
     (a model folder or hub id is named, not copied)."""
@@ -257,7 +246,7 @@ def _plan_trl(source, fmt: str) -> ExportPlan:
     else:
         cfg = load_config(source)
     model = shipped_builtin_model(cfg.model.name_or_path)
-    size = TRL_BYTES + (_tree_bytes(model) if model else 0)
+    size = TRL_BYTES + (folder_bytes(model) if model else 0)
     return ExportPlan(fmt, cfg, result_bytes=size, needed_bytes=size)
 
 

@@ -38,7 +38,7 @@ from grpo_desktop.engine.runs.layout import (  # noqa: F401 (re-exported)
     remove_checkpoint,
     remove_temporary,
 )
-from grpo_desktop.engine.units import size_text
+from grpo_desktop.engine.units import folder_bytes, size_text
 
 NEARLY_FULL = 1 << 20  # a write that failed with less than this free was the disk filling up
 KEPT_SUFFIX = ".kept"  # a checkpoint folder's name, for files in it that the trainer did not write
@@ -107,17 +107,6 @@ def is_disk_full(exc: BaseException, folder: str) -> bool:
     return isinstance(exc, RuntimeError) and free is not None and free < NEARLY_FULL
 
 
-def _folder_size(path: str) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(root, name))
-            except OSError:
-                continue
-    return total
-
-
 def disk_full_error(run_dir: str) -> DiskFullError:
     """The message for a full disk under `run_dir`: what is free, what a checkpoint takes, and
     which checkpoint is intact."""
@@ -125,7 +114,7 @@ def disk_full_error(run_dir: str) -> DiskFullError:
     saved = list_checkpoints(run_dir)
     where = f"{size_text(free)} free at {run_dir}" if free is not None else f"at {run_dir}"
     if saved:
-        where += f"; a checkpoint takes about {size_text(_folder_size(saved[-1][1]))}"
+        where += f"; a checkpoint takes about {size_text(folder_bytes(saved[-1][1]))}"
         intact = f"the last checkpoint (step {saved[-1][0]}) is intact"
     else:
         intact = "there is no checkpoint yet, so continuing starts again from step 0"

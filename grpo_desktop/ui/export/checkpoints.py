@@ -19,7 +19,7 @@ from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QHBoxLayout, QListWidget, QListWidgetItem, QPushButton, QWidget
 
 from grpo_desktop.engine.runs.layout import STATE_FILE, intact_checkpoints
-from grpo_desktop.engine.units import size_text
+from grpo_desktop.engine.units import folder_bytes, size_text
 
 
 def open_folder(path: str) -> bool:
@@ -67,14 +67,6 @@ def _saved_at(folder: str) -> str:
     return "saved " + stamp.strftime("%H:%M" if today else "%Y-%m-%d %H:%M")
 
 
-def _folder_bytes(folder: str) -> int:
-    return sum(
-        os.path.getsize(os.path.join(root, name))
-        for root, _dirs, files in os.walk(folder)
-        for name in files
-    )
-
-
 class CheckpointList(QWidget):
     """The run's whole checkpoints, newest first; `selected_step` / `selected_path`."""
 
@@ -104,7 +96,7 @@ class CheckpointList(QWidget):
         whole, _damaged = intact_checkpoints(run_dir) if os.path.isdir(run_dir) else ([], [])
         for i, (step, folder) in enumerate(reversed(whole)):
             parts = [f"Step {step}" + (" (newest)" if i == 0 else "")]
-            parts.append(size_text(_folder_bytes(folder)))
+            parts.append(size_text(folder_bytes(folder)))
             saved = _saved_at(folder)
             if saved:
                 parts.append(saved)
