@@ -3,7 +3,9 @@ the run log below, run controls on top and the device, memory and run state in t
 
 Everything talks through the `SessionModel`: panels edit its config, the run controls start and
 stop its runner, plots and the inspector redraw from its history. The window itself only lays
-things out, shows messages (a message bar, never a raw traceback), decides what Start means
+things out, shows messages (one line of fixed height above the tabs, ui/common/message_area.py:
+the most important of the errors, alarms, the run to continue and the welcome, the others
+counted; never a raw traceback, and nothing below moves when one comes or goes), decides what Start means
 (continue the session's run, or start over after asking), remembers the layout in QSettings,
 and on close asks about a run in progress and unsaved changes, then stops the worker and waits
 for it without freezing. Files, the title, autosave and crash recovery: `SessionController`.
@@ -31,9 +33,10 @@ from PySide6.QtWidgets import (
 
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.session.document import SessionDocument, new_session
+from grpo_desktop.ui.common.message_area import PRIORITY, MessageArea, WindowMessage
 from grpo_desktop.ui.common.tasks import wait_for_all
 from grpo_desktop.ui.common.wheel_guard import guard_wheel_in
-from grpo_desktop.ui.common.widgets import MessageBar, show_error_details
+from grpo_desktop.ui.common.widgets import show_error_details
 from grpo_desktop.ui.compare.view import CompareView
 from grpo_desktop.ui.export.menu import install_export_action
 from grpo_desktop.ui.inspector.view import InspectorView
@@ -59,6 +62,7 @@ from grpo_desktop.ui.session.model import UNTRUSTED_CHECKER, SessionModel
 from grpo_desktop.ui.session.resume_banner import ResumeBanner
 from grpo_desktop.ui.session.run_folder import RunFolderFollower
 from grpo_desktop.ui.try_it.view import TryView
+from grpo_desktop.ui.welcome import DISMISS_TIP as WELCOME_DISMISS_TIP
 from grpo_desktop.ui.welcome import WelcomePanel
 from grpo_desktop.ui.window_fit import PREFERRED_SIZE, dock_width_for, fit_window, keep_on_screen
 
@@ -101,7 +105,9 @@ class MainWindow(LearnAndHelp, QMainWindow):
         self.setWindowTitle("GRPO Desktop")
         self.setDockNestingEnabled(True)
 
-        self.message_bar = MessageBar()
+        self.messages = MessageArea()  # every message of the window, one at a time
+        self.message_bar = WindowMessage()
+        self.messages.add(self.message_bar, self.message_bar.priority, self.message_bar.clear)
         self.plots = PlotsView(self.model)
         self.inspector = InspectorView(self.model)
         self.tabs = QTabWidget()
@@ -115,8 +121,7 @@ class MainWindow(LearnAndHelp, QMainWindow):
         central = QWidget()
         col = QVBoxLayout(central)
         col.setContentsMargins(4, 4, 4, 0)
-        col.addWidget(self.message_bar)
-        self._central_column = col
+        col.addWidget(self.messages)
         col.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
 
@@ -165,14 +170,24 @@ class MainWindow(LearnAndHelp, QMainWindow):
         self.resume_banner = ResumeBanner(
             self.model, self.controls.start_action, self.controls.start_over_action
         )
-        self._central_column.insertWidget(1, self.resume_banner)
+        self.messages.add(
+            self.resume_banner,
+            PRIORITY["stopped"],
+            dismiss_tip="Hide this until the run's state changes (Run ▸ Continue still works)",
+        )
         self.welcome = WelcomePanel(self.settings)
-        self._central_column.insertWidget(2, self.welcome)
-        self.alarms = AlarmBanners(self.model)  # one banner per alarm kind, under the message bar
-        self._central_column.insertWidget(1, self.alarms)
+        self.messages.add(
+            self.welcome, PRIORITY["welcome"], self.welcome.dismiss, WELCOME_DISMISS_TIP
+        )
+        self.alarms = AlarmBanners(self.model, self.messages, self)  # one per alarm kind
         self.session = SessionController(self, self.settings)
         self.run_folder = RunFolderFollower(self)  # File ▸ Open Run Folder…: read-only, followed
-        self._central_column.insertWidget(1, self.run_folder.banner)
+        self.messages.add(
+            self.run_folder.banner,
+            PRIORITY["folder"],
+            self.run_folder.dismiss_banner,
+            "Hide this note (the folder is still followed; its Close stops that)",
+        )
         self.state_label = QLabel()
         self.device_label = QLabel("Checking the device…")
         self.memory_label = QLabel()

@@ -1,6 +1,7 @@
 """The first-run welcome: what to do first (train the demo), what next (your own model, data and
-checker) and where to look, above the plots until the user dismisses it with *Got it*; from then
-on it never comes back (QSettings `welcome/dismissed`). Starting a run folds it away for that
+checker) and where to look, the least pressing message of the window's message area (one line,
+the whole text under "More…") until the user dismisses it with the area's × ("Got it"); from
+then on it never comes back (QSettings `welcome/dismissed`). Starting a run folds it away for that
 window only. It holds no state of the run and changes no setting.
 Try it: tests/ui/test_newcomer.py.
 """
@@ -8,9 +9,12 @@ Try it: tests/ui/test_newcomer.py.
 from __future__ import annotations
 
 from PySide6.QtCore import QSettings, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton
+
+from grpo_desktop.ui.common.message_area import ElidedLabel
 
 DISMISSED_KEY = "welcome/dismissed"
+DISMISS_TIP = "Got it: hide this for good"
 TEXT = (
     "<b>Welcome to GRPO Desktop.</b> "
     "<b>1. Train the demo first:</b> press <b>Start</b> (Ctrl+R). A tiny model learns arithmetic "
@@ -32,19 +36,16 @@ class WelcomePanel(QFrame):
         self.setStyleSheet(
             "#welcome { background: #eef6ee; border: 1px solid #6a9f6a; border-radius: 4px; }"
         )
-        self.label = QLabel(TEXT)
-        self.label.setWordWrap(True)
-        self.got_it = QPushButton("Got it")
-        self.got_it.setToolTip("Hide this for good")
+        self.label = ElidedLabel(TEXT)
+        self.got_it = QPushButton("Got it")  # the message area's × does this
+        self.got_it.setToolTip(DISMISS_TIP)
         self.got_it.clicked.connect(self.dismiss)
+        self.got_it.hide()
         row = QHBoxLayout(self)
-        row.setContentsMargins(10, 6, 10, 6)
+        row.setContentsMargins(10, 2, 10, 2)
         row.addWidget(self.label, 1)
-        buttons = QVBoxLayout()
-        buttons.addWidget(self.got_it)
-        buttons.addStretch(1)
-        row.addLayout(buttons)
-        self.setVisible(not self.was_dismissed())
+        if self.was_dismissed():
+            self.hide()
 
     def was_dismissed(self) -> bool:
         return self.settings.value(DISMISSED_KEY, False, type=bool)

@@ -1,5 +1,6 @@
-"""Alarm banners above the plots: one per alert kind the run raised, saying what it means, what
-to try, and "Dismiss for this run".
+"""Alarm banners in the window's message area (ui/common/message_area.py, the most important
+messages there): one per alert kind the run raised, saying what it means, what to try (the whole
+text under "More…" and in the tooltip when the line is cut), and × "Dismiss for this run".
 
 The engine raises each health alarm once per run (engine/health/monitors.py); the checker's
 alerts may repeat, and then the kind's banner is updated in place instead of stacking.
@@ -18,10 +19,11 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from grpo_desktop.engine.alarm_kinds import alarm
+from grpo_desktop.ui.common.message_area import PRIORITY, ElidedLabel, MessageArea, plain
 from grpo_desktop.ui.common.widgets import rich_tooltip
 
 # background, border, text: warnings amber, critical alarms red (as the message bar)
@@ -35,6 +37,9 @@ def _field(alert: Any, name: str, default: Any = "") -> Any:
     return alert.get(name, default) if isinstance(alert, dict) else getattr(alert, name, default)
 
 
+DISMISS_TIP = "Dismiss for this run: hide this alarm until a new run starts"
+
+
 class AlarmBanner(QFrame):
     """One alarm: its title and step, the message, what to try, and the Dismiss button."""
 
@@ -45,22 +50,17 @@ class AlarmBanner(QFrame):
         super().__init__(parent)
         self.kind = kind
         self.step = 0
-        self.text = QLabel()
-        self.text.setWordWrap(True)
-        self.text.setTextFormat(Qt.TextFormat.RichText)
-        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.text = ElidedLabel()
         self.help_link = QLabel(f'<a href="#{self.help_anchor()}">What does this mean?</a>')
         self.help_link.setToolTip("Open this alarm's entry in Help: what it means, where to look")
         self.help_link.linkActivated.connect(lambda href: self.help_requested.emit(href[1:]))
-        self.dismiss_button = QPushButton("Dismiss for this run")
-        self.dismiss_button.setToolTip(
-            "Hide this alarm and do not show it again until a new run starts"
-        )
+        self.dismiss_button = QPushButton("Dismiss for this run")  # the message area's ×
+        self.dismiss_button.setToolTip(DISMISS_TIP)
+        self.dismiss_button.hide()
         row = QHBoxLayout(self)
-        row.setContentsMargins(10, 4, 6, 4)
+        row.setContentsMargins(10, 2, 6, 2)
         row.addWidget(self.text, 1)
-        row.addWidget(self.help_link, 0, Qt.AlignmentFlag.AlignTop)
-        row.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
+        row.addWidget(self.help_link, 0, Qt.AlignmentFlag.AlignVCenter)
         self.dismiss_button.clicked.connect(lambda: self.dismissed.emit(self.kind))
 
     def help_anchor(self) -> str:
@@ -87,44 +87,28 @@ class AlarmBanner(QFrame):
 
     def plain_text(self) -> str:
         """The banner's text without markup (for tests and screen readers)."""
-        doc = self.text.text().replace("<br>", "\n").replace("&nbsp;", " ")
-        return html.unescape(_strip_tags(doc))
+        return plain(self.text.text())
 
 
-def _strip_tags(text: str) -> str:
-    out, inside = [], False
-    for ch in text:
-        if ch == "<":
-            inside = True
-        elif ch == ">":
-            inside = False
-        elif not inside:
-            out.append(ch)
-    return "".join(out)
-
-
-class AlarmBanners(QWidget):
-    """The column of alarm banners, newest first; hidden when there is none."""
+class AlarmBanners(QObject):
+    """The alarm banners, one per kind, each a message in `area` (newest first among them)."""
 
     help_requested = Signal(str)  # a banner's "What does this mean?": its kind's Help anchor
 
-    def __init__(self, model, parent: QWidget | None = None):
+    def __init__(self, model, area: MessageArea, parent: QObject | None = None):
         super().__init__(parent)
         self.model = model
-        self.banners: dict[str, AlarmBanner] = {}
+        self.area = area
+        self.banners: dict[str, AlarmBanner] = {}  # in the order they came
         self.dismissed: set[str] = set()
-        self.column = QVBoxLayout(self)
-        self.column.setContentsMargins(0, 0, 0, 0)
-        self.column.setSpacing(4)
         model.alert_raised.connect(self._on_model_alert_raised)
         model.run_started.connect(self._on_model_run_started)
         model.session_replaced.connect(self._on_model_session_replaced)
         self._on_model_session_replaced()
 
     def kinds(self) -> list[str]:
-        """The kinds shown, top to bottom."""
-        items = (self.column.itemAt(i).widget() for i in range(self.column.count()))
-        return [w.kind for w in items if isinstance(w, AlarmBanner)]
+        """The kinds shown, newest first."""
+        return list(reversed(self.banners))
 
     def banner(self, kind: str) -> AlarmBanner | None:
         return self.banners.get(kind)
@@ -134,9 +118,8 @@ class AlarmBanners(QWidget):
         self.dismissed.add(kind)
         banner = self.banners.pop(kind, None)
         if banner is not None:
-            self.column.removeWidget(banner)
+            self.area.remove(banner)
             banner.deleteLater()
-        self.setVisible(bool(self.banners))
 
     def _show(self, alert: Any) -> None:
         kind = str(_field(alert, "kind"))
@@ -144,20 +127,20 @@ class AlarmBanners(QWidget):
             return
         banner = self.banners.get(kind)
         if banner is None:
-            banner = AlarmBanner(kind, self)
+            banner = AlarmBanner(kind)
             banner.dismissed.connect(self.dismiss)
             banner.help_requested.connect(self.help_requested)
+            banner.show_alert(alert)
             self.banners[kind] = banner
-            self.column.insertWidget(0, banner)
-        banner.show_alert(alert)
-        self.show()
+            self.area.add(banner, PRIORITY["alarm"], lambda k=kind: self.dismiss(k), DISMISS_TIP)
+        else:
+            banner.show_alert(alert)
 
     def _clear(self) -> None:
         for banner in self.banners.values():
-            self.column.removeWidget(banner)
+            self.area.remove(banner)
             banner.deleteLater()
         self.banners.clear()
-        self.hide()
 
     def _on_model_alert_raised(self, event) -> None:
         self._show(event)

@@ -22,12 +22,13 @@ import time
 from collections import deque
 
 from PySide6.QtCore import QObject, Qt, QTimer
-from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QLabel, QPushButton
+from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QPushButton
 
 from grpo_desktop.engine.config import ConfigError, load_config
 from grpo_desktop.engine.runs.files import config_path
 from grpo_desktop.session.history import RunHistory
 from grpo_desktop.session.run_folder import APP, KIND_NAMES, TRL, open_reader, run_folder_kind
+from grpo_desktop.ui.common.message_area import ElidedLabel
 from grpo_desktop.ui.common.tasks import BackgroundTasks
 
 POLL_MS = 5000
@@ -41,18 +42,17 @@ _STYLE = (
 
 
 class ReadOnlyBanner(QFrame):
-    """Above the plots while a run folder is shown: what it is, that it is followed, Close."""
+    """In the message area while a run folder is shown: what it is, that it is followed, Close
+    (the area's × only hides this note)."""
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.setStyleSheet(_STYLE)
-        self.text = QLabel()
-        self.text.setWordWrap(True)
-        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.text = ElidedLabel()
         self.close_button = QPushButton("Close")
         self.close_button.setToolTip("Stop following this folder; the window returns to the demo")
         row = QHBoxLayout(self)
-        row.setContentsMargins(10, 6, 6, 6)
+        row.setContentsMargins(10, 2, 6, 2)
         row.addWidget(self.text, 1)
         row.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignVCenter)
         self.hide()
@@ -76,6 +76,7 @@ class RunFolderFollower(QObject):
         self._apply_timer = QTimer(self, interval=0)
         self._apply_timer.timeout.connect(self._on_apply_timer_timeout)
         self.banner = ReadOnlyBanner()
+        self._banner_dismissed = False  # the message area's × on it, until another folder opens
         self.banner.close_button.clicked.connect(self._on_banner_close_clicked)
         self.model.session_replaced.connect(self._on_model_session_replaced)
 
@@ -118,6 +119,7 @@ class RunFolderFollower(QObject):
         what = f"{KIND_NAMES[kind]} in {path}"
         self.model.show_run_folder(self._history(reader, kind), what, path)
         self.reader, self.folder, self.kind = reader, path, kind
+        self._banner_dismissed = False
         self._first = True
         self.model.doc.name = f"{os.path.basename(path)} (read-only)"
         self.window.session.update_title()
@@ -228,7 +230,8 @@ class RunFolderFollower(QObject):
             f"<b>Read-only:</b> {self.model.read_only}, {state}. Start and the settings are "
             "off: this window only watches it."
         )
-        self.banner.show()
+        if not self._banner_dismissed:
+            self.banner.show()
         self.window.device_label.setText(f"Read-only · {TRAINED_WITH[self.kind]}")
 
     def _set_settings_enabled(self, enabled: bool) -> None:
@@ -254,6 +257,11 @@ class RunFolderFollower(QObject):
 
     def _on_timer_timeout(self) -> None:
         self.poll()
+
+    def dismiss_banner(self) -> None:
+        """The message area's ×: hide the note (the folder is still followed) until the next."""
+        self._banner_dismissed = True
+        self.banner.hide()
 
     def _on_banner_close_clicked(self) -> None:
         self.window.session.close_session()

@@ -66,11 +66,12 @@ def make_window(show_window, tmp_path):
 
 def test_banner_once_dismiss_silences_the_kind_markers_and_reopening(qtbot, make_window, tmp_path):
     w = make_window()
-    assert not w.alarms.isVisible() and w.alarms.kinds() == []
+    assert w.alarms.kinds() == []
     GATE.clear()
     w.controls.start_action.trigger()
     qtbot.waitUntil(lambda: "reward_hacking" in w.alarms.kinds(), timeout=10_000)
-    assert w.alarms.isVisible() and w.alarms.kinds() == ["reward_hacking", "checker_timeouts"]
+    assert w.alarms.kinds() == ["reward_hacking", "checker_timeouts"]
+    assert w.alarms.banner("reward_hacking").isVisible()  # the newest alarm is the one shown
     text = w.alarms.banner("reward_hacking").plain_text()
     assert text.startswith("Possible reward hacking  ·  step 3\n")
     assert HACK.message in text and "What to try: Give accuracy the largest weight." in text
