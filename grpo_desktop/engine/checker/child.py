@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import traceback
+import unicodedata
 from typing import Any
 
 from grpo_desktop.engine.checker import sandbox
@@ -30,7 +31,11 @@ from grpo_desktop.engine.checker import sandbox
 FILENAME = "<checker>"
 NEEDS_CHECK = "define a function check(completion, answer, prompt) that returns a number"
 MAX_TEXT = 500  # characters of an exception message (and of output) kept per rollout
+MAX_ERROR = 1000  # characters of a whole error text, whatever it is made of
+_MAX_NAME = 100  # characters of an exception's type name
 _TAIL = 4096  # bytes of output kept per call
+# Unicode's bidirectional overrides and isolates: they make shown text read other than it is.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 class _Tee(io.RawIOBase):
@@ -67,6 +72,39 @@ class _Tee(io.RawIOBase):
         return self.tail.decode("utf-8", "replace")
 
 
+def clean_text(text: str, limit: int, *, lines: bool = False, tail: bool = False) -> str:
+    """`text` made safe to store and show: at most `limit` characters (the start, marked "…",
+    or with `tail` the end, as output is shown), without control characters (terminal escapes,
+    NULs, carriage returns), bidirectional overrides or lone surrogates (which cannot be written
+    as UTF-8). Newlines and tabs stay with `lines`; otherwise they become spaces."""
+    keep = "\n\t" if lines else ""
+    out = []
+    for ch in text[-4 * limit :] if tail else text[: 4 * limit]:  # bounded work for huge input
+        if ch in keep:
+            out.append(ch)
+        elif ch in "\n\t":
+            out.append(" ")
+        elif ch in _BIDI:
+            continue
+        elif unicodedata.category(ch) in ("Cc", "Cs"):
+            out.append("\ufffd" if unicodedata.category(ch) == "Cs" else "")
+        else:
+            out.append(ch)
+    clean = "".join(out)
+    if len(clean) <= limit:
+        return clean
+    return clean[-limit:] if tail else clean[: limit - 1] + "…"
+
+
+def clean_reply(reply: dict[str, Any]) -> dict[str, Any]:
+    """Cap and clean what a reply carries out of the sandbox: the error text and the output."""
+    if "error" in reply:
+        reply["error"] = clean_text(str(reply["error"]), MAX_ERROR)
+    if "output" in reply:
+        reply["output"] = clean_text(reply["output"], MAX_TEXT, lines=True, tail=True)
+    return reply
+
+
 def _error_line(exc: BaseException) -> int | None:
     lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == FILENAME]
     if isinstance(exc, SyntaxError) and exc.filename == FILENAME:
@@ -80,10 +118,10 @@ def describe_exception(exc: BaseException, what: str, memory_mb: int) -> dict[st
         message = str(exc)
     except Exception:
         message = "(the exception's message could not be shown)"
-    if len(message) > MAX_TEXT:
-        message = message[:MAX_TEXT] + "…"
+    message = clean_text(message, MAX_TEXT)
+    name = clean_text(type(exc).__name__, _MAX_NAME)
     where = f" at line {line}" if line is not None else ""
-    text = f"{what} raised {type(exc).__name__}{where}"
+    text = f"{what} raised {name}{where}"
     text = f"{text}: {message}" if message else text
     if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
         text += (
@@ -158,7 +196,7 @@ def main() -> int:
     sys.stdin = open(os.devnull)  # noqa: SIM115
 
     def send(msg: dict[str, Any]) -> None:
-        view = memoryview((json.dumps(msg) + "\n").encode())
+        view = memoryview((json.dumps(clean_reply(msg)) + "\n").encode())
         while view:
             view = view[os.write(replies, view) :]
 
@@ -198,11 +236,16 @@ def main() -> int:
         send(reply)
         return 0
     send({"ready": True})
+    idle_from = sandbox.arm_idle()
     while True:
         line = calls.get()
         call = json.loads(line)
+        burnt = sandbox.burnt_idle(idle_from)
+        if burnt:  # a fresh child takes this call; this one, and what it left running, ends
+            send({"recycle": True, "why": burnt})
+            return 0
         if not sandbox.arm_cpu(cpu_s):
-            send({"recycle": True})
+            send({"recycle": True, "why": "near its lifetime CPU limit"})
             return 0
         tee.reset()
         try:
@@ -213,6 +256,7 @@ def main() -> int:
         if "error" in reply and tee.total:
             reply.update(output=tee.text(), printed=tee.total)
         send(reply)
+        idle_from = sandbox.arm_idle()
 
 
 def run_if_child() -> None:

@@ -4,18 +4,19 @@ Two halves. The parent (checker/runner.py) starts the child with `child_command(
 temporary folder (its working, home and temporary directory) with `child_environment()`: an
 allow-list (PATH, locale, library path; no tokens, keys or anything else of the user's), in its
 own session (POSIX) or process group (Windows). The child then calls `apply()` on itself before
-any user code runs: a memory cap, a CPU-time cap per call, no new processes, and on Linux the
-walls of sandbox_linux.py. Each protection is reported as {"key", "on", "text"}; `describe()`
-turns the list into the log line.
+any user code runs: a memory cap, a CPU-time cap per call and between calls, no new processes,
+and on Linux the walls of sandbox_linux.py (Landlock: what it may read and write). Each
+protection is reported as {"key", "on", "text"}; `describe()` turns the list into the log line.
 
-Not a security boundary: without Landlock the code can still write the user's files; on macOS
-and Windows far less is held back (docs/guide.md, "The custom checker's sandbox"). The trust
+Not a security boundary: without Landlock the code can still read and write the user's files; on
+macOS and Windows far less is held back (docs/guide.md, "The custom checker's sandbox"). The trust
 prompt before code from elsewhere runs stays the real boundary. Standard library only.
 Try it:  python -c "from grpo_desktop.engine.checker.sandbox import *; print(child_command())"
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -25,9 +26,13 @@ import sys
 import tempfile
 from typing import Any
 
+from grpo_desktop.engine.checker.readable import HOME_ENV
+
 CHILD_FLAG = "--grpo-checker-child"  # argv[1] of the frozen app when it is to be a checker child
 LAYERS = ("namespaces", "landlock", "seccomp", "nproc")  # the ones that can be switched off
 CPU_LIFETIME_S = 600  # hard RLIMIT_CPU of one child process, seconds
+IDLE_CPU_S = 1  # CPU seconds the child may burn between calls before SIGXCPU ends it
+IDLE_RECYCLE_S = 0.5  # CPU seconds burnt between calls after which a fresh child takes over
 _KEEP = ("PATH", "LANG", "LANGUAGE", "TZ", "LD_LIBRARY_PATH", "SYSTEMROOT", "WINDIR",
          "SYSTEMDRIVE", "COMSPEC", "PATHEXT", "NUMBER_OF_PROCESSORS", "PROCESSOR_ARCHITECTURE")  # fmt: skip
 _BOOT = (
@@ -68,6 +73,7 @@ def child_environment(workdir: str) -> dict[str, str]:
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[name] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env[HOME_ENV] = os.path.expanduser("~")  # never readable as a whole (checker/readable.py)
     return env
 
 
@@ -143,6 +149,38 @@ def _cpu_used() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def cpu_seconds() -> float:
+    """CPU time this process has used so far, all threads (every OS)."""
+    import time
+
+    return time.process_time()
+
+
+def arm_idle() -> float:
+    """After a reply: while the child waits for the next call, a thread left running may burn at
+    most IDLE_CPU_S (plus the fraction of a second RLIMIT_CPU rounds up to) before SIGXCPU ends
+    the process. Returns the CPU time now, for `burnt_idle`."""
+    now = cpu_seconds()
+    if os.name == "posix":
+        import resource
+
+        soft = math.ceil(_cpu_used() + IDLE_CPU_S)
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        if hard == resource.RLIM_INFINITY or soft <= hard:
+            with contextlib.suppress(ValueError, OSError):  # then only the per-call limit
+                resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    return now
+
+
+def burnt_idle(since: float) -> str | None:
+    """When a call arrives: why this child should be replaced, if something (a thread the code
+    left running) burnt CPU while it waited, which no checker needs; else None."""
+    burnt = cpu_seconds() - since
+    if burnt <= IDLE_RECYCLE_S:
+        return None
+    return f"it used {burnt:.1f} s of CPU between calls (a thread left running?)"
+
+
 def arm_cpu(cpu_s: int) -> bool:
     """Before a call: CPU soft limit = used + cpu_s. False when the hard limit is too near (the
     child should be replaced) or the platform has no such limit."""
@@ -178,7 +216,10 @@ def _limits(memory_mb: int, load_cpu_s: int, cpu_s: int) -> list[dict[str, Any]]
     try:
         hard = max(CPU_LIFETIME_S, 20 * cpu_s, 2 * load_cpu_s)
         _rlimit("RLIMIT_CPU", math.ceil(_cpu_used() + load_cpu_s), hard)
-        text = f"CPU time ≤ {cpu_s} s per call, also for threads left running (RLIMIT_CPU)"
+        text = (
+            f"CPU time ≤ {cpu_s} s per call and ≤ {IDLE_CPU_S} s between calls, also for "
+            "threads left running (RLIMIT_CPU)"
+        )
         out.append(protection("cpu", True, text))
     except (ValueError, OSError) as exc:
         out.append(protection("cpu", False, f"no CPU-time cap (RLIMIT_CPU: {exc})"))
@@ -209,14 +250,17 @@ def apply(
 
     - memory: RLIMIT_AS (the `checker_memory_mb` setting); a bigger allocation raises MemoryError.
     - CPU: RLIMIT_CPU. `arm_cpu()` moves the soft limit before each call to the time used so far
-      plus the per-call allowance, so a call, or a thread left running between calls, that burns
-      more is ended by SIGXCPU; a hard limit per process (CPU_LIFETIME_S) holds even if the code
-      catches the signal or lifts the soft limit. Near it the child asks to be replaced.
+      plus the per-call allowance, and `arm_idle()` after it to IDLE_CPU_S more, so a call that
+      burns more, or a thread left running between calls, is ended by SIGXCPU; a child that burnt
+      CPU while idle anyway (it caught the signal) is replaced when the next call comes
+      (`burnt_idle`); a hard limit per process (CPU_LIFETIME_S) holds even if the code lifts the
+      soft limit. Near it the child asks to be replaced.
     - no new processes: RLIMIT_NPROC = 0 (also no new threads on Linux). Root is exempt from it.
     - no core dumps.
     - Linux only (sandbox_linux.py), each where the kernel allows: a user + network namespace, a
-      Landlock ruleset (read-only files outside the folder), a seccomp filter (no processes,
-      sockets, or signals to others)."""
+      Landlock ruleset (read-only files outside the folder; only Python's and the system's files
+      readable: checker/readable.py), a seccomp filter (no processes, sockets, or signals to
+      others)."""
     out: list[dict[str, Any]] = []
     linux = sys.platform.startswith("linux")
     if linux:
@@ -231,14 +275,17 @@ def apply(
             pass
     out += _limits(memory_mb, load_cpu_s, cpu_s)
     if not linux:
-        out.append(protection("linux", False, "network and files not restricted (Linux only)"))
+        why = "network and files not restricted: it can read and write your files (Linux only)"
+        out.append(protection("linux", False, why))
     else:
         if "landlock" in layers:
             fn = lambda: lx.restrict_files(workdir)  # noqa: E731
-            out.append(_layer("landlock", fn, "files outside its folder stay writable"))
+            missing = "files outside its folder stay writable, and every file you can read readable"
+            out.append(_layer("landlock", fn, missing))
         if "seccomp" in layers:
             fn = lx.forbid_processes_and_sockets
             out.append(_layer("seccomp", fn, "processes and sockets not filtered"))
+    os.environ.pop(HOME_ENV, None)
     return out
 
 

@@ -3,8 +3,9 @@
 Each function is called by the child on itself, before any user code runs, and returns a short
 text saying what it achieved, or raises `Unavailable` with the reason (old kernel, disabled by the
 distribution, unknown CPU architecture). None needs privileges: `enter_namespaces` (no network,
-the parent's /proc hidden), `restrict_files` (Landlock: only the private folder is writable) and
-`forbid_processes_and_sockets` (seccomp: no new processes, sockets or signals to others).
+the parent's /proc hidden), `restrict_files` (Landlock: only the private folder is writable, only
+Python's and the system's files are readable) and `forbid_processes_and_sockets` (seccomp: no new
+processes, sockets or signals to others).
 
 Not here: anything portable (rlimits, the environment, the folder: sandbox.py), and no mount
 namespace or read-only bind mounts (Landlock does that part where the kernel has it).
@@ -16,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import stat
 import struct
 
 CLONE_NEWUSER = 0x10000000
@@ -106,13 +108,16 @@ def landlock_abi() -> int:
 
 
 def restrict_files(workdir: str) -> str:
-    """Landlock: read-only everywhere except `workdir` (and /dev/null); TCP off where the ABI can.
+    """Landlock: only `workdir` writable, only Python's and the system's files readable.
 
-    Everything stays readable; only the private folder (and /dev/null) can be written, created or
-    removed, and other processes cannot be traced or have their memory opened. From ABI 4 TCP
-    bind/connect are refused too, from ABI 6 signals and abstract Unix sockets outside the
-    sandbox. (Another process's /proc/PID/environ stays readable under Landlock alone; the user
-    namespace hides it.)"""
+    The private folder (and /dev/null) can be written, created or removed; Python's own install,
+    its libraries and the system's (checker/readable.py) and /proc/self can be read; nothing else
+    can be opened at all — not the home folder, not /tmp, not /etc. Other processes cannot be
+    traced or have their memory opened. From ABI 4 TCP bind/connect are refused too, from ABI 6
+    signals and abstract Unix sockets outside the sandbox. (Another process's /proc/PID/environ
+    stays readable under Landlock alone; the user namespace hides it.)"""
+    from grpo_desktop.engine.checker.readable import readable_paths
+
     libc = _libc()
     abi = landlock_abi()
     fs = _FS_ABI1
@@ -126,23 +131,15 @@ def restrict_files(workdir: str) -> str:
     scoped = (_SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL) if abi >= 6 else 0
     data = struct.pack("=QQQ", fs, net, scoped)
     attr = ctypes.create_string_buffer(data, len(data))
+    read = _FS_READ_FILE | _FS_READ_DIR | _FS_EXECUTE
+    rules = [(path, read) for path in readable_paths(workdir)]
+    rules += [("/proc/self", read), (workdir, fs), ("/dev/null", _FS_READ_FILE | _FS_WRITE_FILE)]
     ruleset = _call(libc.syscall, _LL_CREATE, attr, len(data), 0)
     if ruleset < 0:
         raise _fail("landlock_create_ruleset")
     try:
-        file_rights = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | (fs & _FS_TRUNCATE)
-        for path, rights in (
-            ("/", _FS_READ_FILE | _FS_READ_DIR | _FS_EXECUTE),
-            (workdir, fs),
-            ("/dev/null", file_rights & ~_FS_EXECUTE),
-        ):
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            try:
-                rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd))
-                if _call(libc.syscall, _LL_ADD_RULE, ruleset, _LL_RULE_PATH_BENEATH, rule, 0) != 0:
-                    raise _fail(f"landlock_add_rule({path})")
-            finally:
-                os.close(fd)
+        for path, rights in rules:
+            _add_rule(libc, ruleset, path, rights, fs)
         _no_new_privs(libc)
         if _call(libc.syscall, _LL_RESTRICT, ruleset, 0) != 0:
             raise _fail("landlock_restrict_self")
@@ -150,7 +147,26 @@ def restrict_files(workdir: str) -> str:
         os.close(ruleset)
     extra = ", no TCP" if net else ""
     extra += ", no signals or abstract sockets outside it" if scoped else ""
-    return f"read-only files outside its folder{extra} (Landlock ABI {abi})"
+    return (
+        "files outside its folder read-only, and only Python's and the system's files readable "
+        f"(not your home folder){extra} (Landlock ABI {abi})"
+    )
+
+
+def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, rights: int, handled: int) -> None:
+    """One path-beneath rule; a file (not a folder) gets only the rights a file can have."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # gone since it was listed: nothing to allow
+    try:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            rights &= _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
+        rule = ctypes.create_string_buffer(struct.pack("=Qi", rights & handled, fd))
+        if _call(libc.syscall, _LL_ADD_RULE, ruleset, _LL_RULE_PATH_BENEATH, rule, 0) != 0:
+            raise _fail(f"landlock_add_rule({path})")
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------- seccomp

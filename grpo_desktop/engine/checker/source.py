@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 
-from grpo_desktop.engine.checker.child import FILENAME, NEEDS_CHECK
+from grpo_desktop.engine.checker.child import FILENAME, MAX_TEXT, NEEDS_CHECK, clean_text
 from grpo_desktop.engine.errors import CheckerError
 
 LABEL = "The custom checker"
@@ -34,7 +34,8 @@ def compile_checker(source: str, label: str = LABEL) -> None:
         tree = compile(source, FILENAME, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
         compile(tree, FILENAME, "exec", dont_inherit=True)
     except SyntaxError as exc:
-        text = f" ({exc.text.strip()})" if exc.text and exc.text.strip() else ""
+        line = clean_text(exc.text or "", MAX_TEXT).strip()  # no terminal escapes shown
+        text = f" ({line})" if line else ""
         raise CheckerError(
             f"{label} has a syntax error, line {exc.lineno}: {exc.msg}{text}"
         ) from None
