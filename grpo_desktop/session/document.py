@@ -8,7 +8,9 @@ A folder moves, copies and zips as one thing, every part is readable by other to
 safetensors, no pickles), and saving a large run rewrites only session.json, since the history is
 the engine's append-only event log. Paths inside are relative, so a moved session still opens.
 Opening never writes: a damaged or non-UTF-8 file, a field of the wrong type, a newer schema or a
-missing run folder raises SessionError naming the file and the problem. Older schemas are
+missing run folder raises SessionError naming the file and the problem; so does a file built to
+hurt (larger than a session can be, brackets nested thousands deep, a 100 MB text field: the
+bounds are in engine/runs/bounded_json.py), before anything else reads or writes it. Older schemas are
 migrated in memory and written in the current schema on the next save.
 
     python -c "from grpo_desktop.session.document import *; print(load_session('my-run.grpo'))"
@@ -25,8 +27,9 @@ from typing import Any
 
 from grpo_desktop import __version__
 from grpo_desktop.engine.config import TrainConfig
-from grpo_desktop.engine.errors import ConfigError, UserError, read_utf8
-from grpo_desktop.engine.runs.files import events_path
+from grpo_desktop.engine.errors import ConfigError, UserError
+from grpo_desktop.engine.runs import bounded_json
+from grpo_desktop.engine.runs.files import events_path, setting_labels
 from grpo_desktop.session.fsio import atomic_write_text
 
 SCHEMA_VERSION = 2
@@ -119,7 +122,7 @@ MIGRATIONS = {1: _v1_to_v2}  # version n -> function giving version n + 1
 
 def migrate(data: dict, path: str) -> dict:
     version = data.get("schema_version")
-    if not isinstance(version, int) or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise SessionError(f"{path}: session.json has no valid schema_version ({version!r}).")
     if version > SCHEMA_VERSION:
         raise SessionError(
@@ -149,11 +152,11 @@ def load_session(path: str) -> SessionDocument:
             f"ending in {SUFFIX}."
         )
     try:
-        text = read_utf8(file, SessionError)
+        text = bounded_json.read_text(file, SessionError)
     except OSError as exc:
         raise SessionError(f"Cannot read {file}: {exc.strerror}.") from None
     try:
-        data = json.loads(text)
+        data = bounded_json.loads(text, file, SessionError)
     except json.JSONDecodeError as exc:
         hint = "it is empty" if not text.strip() else f"line {exc.lineno}, column {exc.colno}"
         raise SessionError(
@@ -167,8 +170,15 @@ def document_from_data(data: Any, path: str, file: str) -> SessionDocument:
     """Build the document of bundle `path` from the JSON read out of `file` (migrated if old)."""
     if not isinstance(data, dict):
         raise SessionError(f"{file} is damaged: it does not hold a session object.")
+    bounded_json.check_texts(data, file, SessionError, setting_labels("config."))
     data = migrate(data, path)
     _check_field_types(data, file)
+    config_version = (data.get("config") or {}).get("schema_version")
+    if isinstance(config_version, bool):
+        raise SessionError(
+            f"{file} is damaged: 'config.schema_version' must be a whole number, not "
+            f"{json.dumps(config_version)}. The file was not changed."
+        )
     try:
         config = TrainConfig.from_dict(data.get("config", {}))
     except (ConfigError, TypeError) as exc:

@@ -380,7 +380,7 @@ class RunHistory:
                     try:
                         data = json.loads(line)
                         event_from_dict(data)  # validates the type and fields
-                    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
                         raise ValueError(bad_line_message(path, offset, exc)) from None
                     self.append(data)
                     if data.get("type") == "rollouts":

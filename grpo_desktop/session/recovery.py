@@ -19,6 +19,7 @@ import json
 import os
 import time
 
+from grpo_desktop.engine.runs import bounded_json
 from grpo_desktop.session.document import (
     SESSION_FILE,
     SUFFIX,
@@ -81,8 +82,8 @@ def newer_autosave(path: str) -> SessionDocument | None:
     if os.path.isfile(saved) and os.path.getmtime(saved) >= os.path.getmtime(auto):
         return None
     try:
-        with open(auto, encoding="utf-8") as fh:
-            return document_from_data(json.load(fh), os.path.abspath(path), auto)
+        data = bounded_json.loads(bounded_json.read_text(auto, SessionError), auto, SessionError)
+        return document_from_data(data, os.path.abspath(path), auto)
     except (OSError, ValueError, SessionError):
         return None  # a damaged autosave is ignored: the saved version stays authoritative
 
@@ -137,7 +138,7 @@ def crashed_sessions() -> list[str]:
             with open(full, encoding="utf-8") as fh:
                 record = json.load(fh)
             path, pid = record["path"], int(record["pid"])
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             with contextlib.suppress(OSError):
                 os.remove(full)
             continue

@@ -135,7 +135,7 @@ class RolloutStore:
             line = fh.readline()
         try:
             data = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         if data.get("type") != "rollouts":
             return None
@@ -157,7 +157,7 @@ class RolloutStore:
                 elif line.startswith(_STARTED_PREFIX):
                     try:
                         start = int(json.loads(line).get("start_step", 0))
-                    except (ValueError, TypeError):
+                    except (ValueError, TypeError, AttributeError, RecursionError):
                         start = None
                     if start is not None:
                         self._index = {s: o for s, o in self._index.items() if s <= start}

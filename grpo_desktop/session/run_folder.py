@@ -63,7 +63,7 @@ class EventsFileReader:
                     continue
                 try:
                     out.append(event_from_dict(json.loads(line)))
-                except (ValueError, TypeError) as exc:
+                except (ValueError, TypeError, RecursionError) as exc:
                     if not self._warned:
                         self._warned = True
                         out.append(

@@ -47,7 +47,7 @@ class TrustStore:
             with open(self.path, encoding="utf-8") as fh:
                 data = json.load(fh)
             return {h for h in data.get(key, []) if isinstance(h, str)}
-        except (OSError, ValueError, AttributeError, TypeError):
+        except (OSError, ValueError, AttributeError, TypeError, RecursionError):
             return set()  # missing or damaged: nothing trusted, ask again
 
     def _add(self, key: str, hashes: set[str]) -> None:
