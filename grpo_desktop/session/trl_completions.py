@@ -6,8 +6,10 @@ step, one row per completion of the last generation batch, with the columns
     step, prompt, completion, <one column per reward function>, <extra logged columns>, advantage
 
 `read_completions(path, reward_names)` turns one into (step, prompts, rows) in the shape of the
-app's `Rollouts` event; `fit_weights` works the reward weights out of the log history. Needs
-pyarrow (imported on first use); no Qt, no torch.
+app's `Rollouts` event; `fit_weights` works the reward weights out of the log history. A file
+from elsewhere can be huge (2,000,000 rows took 17 s and 2.3 GB read whole), so only its last
+`MAX_ROWS` rows are read, row group by row group (`read_last_rows`), and each text is cut at
+`MAX_TEXT_CHARS`. Needs pyarrow (imported on first use); no Qt, no torch.
 
     python -c "from grpo_desktop.session.trl_completions import read_completions as r;
     print(r('OUTPUT_DIR/completions/completions_00001.parquet')[2][0])"
@@ -18,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections import deque
 from typing import Any
 
 from grpo_desktop.engine.runs.layout import numbered_entries
@@ -28,11 +31,20 @@ FIXED_COLUMNS = ("step", "prompt", "completion", "advantage", "image")
 EXTRACTED = "extracted"  # logged by the app's exported TRL projects: the answer the checker read
 REASONS = "reasons"  # and why each function scored so, "name: why; name: why"
 ANSWER_COLUMNS = ("answer", "solution", "ground_truth")
+MAX_ROWS = 4096  # the last rows of one file that are read (one logging step's batch is smaller)
+MAX_TEXT_CHARS = 100_000  # one prompt, completion or reason as shown
 
 
 def completion_files(folder: str) -> list[tuple[int, str]]:
     """(step, path) of every completions parquet file of a TRL output_dir, oldest first."""
     return numbered_entries(os.path.join(folder, COMPLETIONS_DIR), COMPLETION_FILE, folders=False)
+
+
+def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """`text`, cut at `limit` characters with a note of how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit:,} more characters not shown]"
 
 
 def message_text(value: Any) -> str:
@@ -83,11 +95,51 @@ def reward_columns(
     return [c for c in rest if types.get(c, "").startswith(("double", "float"))]
 
 
+def row_count(path: str) -> int:
+    """How many rows a completions file holds (from its footer: nothing else is read)."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows
+
+
+def read_last_rows(path: str, max_rows: int = MAX_ROWS):
+    """(table of the file's last `max_rows` rows, the file's row count). Only the row groups
+    that hold those rows are read, batch by batch, so memory stays bounded however many rows
+    the file has. Raises OSError or ValueError (pyarrow's errors) for a file that cannot be read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    max_rows = max(1, max_rows)
+    pf = pq.ParquetFile(path)
+    meta = pf.metadata
+    groups: list[int] = []
+    count = 0
+    for group in reversed(range(meta.num_row_groups)):
+        groups.insert(0, group)
+        count += meta.row_group(group).num_rows
+        if count >= max_rows:
+            break
+    batches: deque = deque()
+    kept = 0
+    for batch in pf.iter_batches(batch_size=max_rows, row_groups=groups):
+        batches.append(batch)
+        kept += batch.num_rows
+        while batches and kept - batches[0].num_rows >= max_rows:
+            kept -= batches.popleft().num_rows
+    table = pa.Table.from_batches(list(batches), schema=pf.schema_arrow)
+    return table.slice(max(0, kept - max_rows)), meta.num_rows
+
+
 def read_completions(
-    path: str, reward_names: set[str] | None = None, weights: dict[str, float] | None = None
+    path: str,
+    reward_names: set[str] | None = None,
+    weights: dict[str, float] | None = None,
+    max_rows: int = MAX_ROWS,
 ) -> tuple[int, list[str], list[dict]]:
     """(step, each group's prompt, rows) of one completions file; raises OSError or ValueError
     (pyarrow's errors are ValueErrors) for a file that cannot be read, e.g. one being written.
+    Only its last `max_rows` rows are read (a logging step writes one batch: a few hundred),
+    and a text longer than MAX_TEXT_CHARS is cut there with a note saying how much is left out.
 
     Groups are runs of the same prompt (TRL writes each prompt's G completions together). A
     prompt or completion is a string, or a message list ({role, content}) for a conversational
@@ -99,9 +151,7 @@ def read_completions(
     column named answer, solution or ground_truth was logged. A column named extracted (as the
     app's exported TRL projects log) is the answer the checker read; one named reasons ("name:
     why; …") and any other extra column become the row's `reasons`, shown by the inspector."""
-    import pyarrow.parquet as pq
-
-    table = pq.ParquetFile(path).read()  # (read_table's dataset layer costs 2x on small files)
+    table, _total = read_last_rows(path, max_rows)
     columns = list(table.column_names)
     if "completion" not in columns:
         raise ValueError("it has no completion column (not a TRL completions log)")
@@ -118,7 +168,7 @@ def read_completions(
     rows: list[dict] = []
     last_prompt: str | None = None
     for record in records:
-        prompt = prompt_text(record.get("prompt"))
+        prompt = clip(prompt_text(record.get("prompt")))
         if prompt != last_prompt or not prompts:
             prompts.append(prompt)
             last_prompt = prompt
@@ -127,21 +177,23 @@ def read_completions(
         scored = [v * weight.get(k, 1.0) for k, v in parts.items() if v is not None]
         row = {
             "group": len(prompts) - 1,
-            "completion": message_text(record.get("completion")),
+            "completion": clip(message_text(record.get("completion"))),
             "rewards": parts,
             "reward": sum(scored) if scored else None,
             "advantage": _score(record.get("advantage")),
             "error": None,
         }
         if answer is not None:
-            row["answer"] = "" if record.get(answer) is None else str(record.get(answer))
+            row["answer"] = "" if record.get(answer) is None else clip(str(record.get(answer)))
         if EXTRACTED in extra:
             value = record.get(EXTRACTED)
-            row["extracted"] = None if value is None else str(value)
+            row["extracted"] = None if value is None else clip(str(value))
         named = (answer, EXTRACTED, REASONS)
         reasons = _reasons(record.get(REASONS)) if REASONS in extra else {}
         reasons.update(
-            (c, str(record.get(c))) for c in extra if c not in named and record.get(c) is not None
+            (c, clip(str(record.get(c))))
+            for c in extra
+            if c not in named and record.get(c) is not None
         )
         if reasons:
             row["reasons"] = reasons

@@ -33,12 +33,15 @@ from grpo_desktop.engine.health.monitors import HealthMonitor
 from grpo_desktop.engine.runs.layout import trl_checkpoint_dirs
 from grpo_desktop.session import trl_state
 from grpo_desktop.session.trl_completions import (
+    MAX_ROWS,
     advantage_histogram,
     completion_files,
     fit_weights,
     read_completions,
+    row_count,
 )
 
+MAX_MODEL_CONFIG_BYTES = 1024 * 1024  # a model's config.json is a few KB
 STALE_S = 30.0  # a file unchanged this long that cannot be read is damaged, not being written
 BAD_POLLS = 3  # or one that failed this many polls in a row with the same size and time
 DEVICE = "TRL"
@@ -66,10 +69,13 @@ def model_name(folder: str) -> str:
         ("adapter_config.json", "base_model_name_or_path"),
         ("config.json", "_name_or_path"),
     ):
+        path = os.path.join(folder, name)
         try:
-            with open(os.path.join(folder, name), encoding="utf-8") as fh:
+            if os.path.getsize(path) > MAX_MODEL_CONFIG_BYTES:
+                continue  # not a model's config: not worth reading for a name
+            with open(path, encoding="utf-8") as fh:
                 value = json.load(fh).get(key)
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
             continue
         if isinstance(value, str) and value.strip():
             return value
@@ -107,7 +113,12 @@ class TrlRunReader:
     once as a warning `LogMessage` naming the file and why. A log history shorter than what was
     shown (the run restarted from an earlier checkpoint) comes out as a resumed `RunStarted`.
     Rows' total reward uses the reward weights fitted to the log history (`fit_weights`; said
-    once in a log message when they are not all 1), or 1 while they cannot be told."""
+    once in a log message when they are not all 1), or 1 while they cannot be told.
+
+    Bounded whatever the folder holds: only the newest `trl_state.MAX_LOG_ENTRIES` log entries
+    and each completions file's last `MAX_ROWS` rows are read (each said once in an info
+    message), and a file nested too deeply or too large to read is a warning, not an error
+    out of the poll."""
 
     def __init__(self, folder: str, monitor: HealthMonitor | None = None):
         self.folder = os.path.abspath(folder)
@@ -126,6 +137,7 @@ class TrlRunReader:
         self._weights_noted = False
         self._weights: dict[str, float] | None = None  # reward weights fitted to the log
         self._done_state: dict | None = None  # the state whose steps were given out last
+        self._noted: set[str] = set()  # what was said once: a long log, a long completions file
         self.elapsed = 0.0
 
     # ------------------------------------------------------------------ polling
@@ -162,6 +174,7 @@ class TrlRunReader:
             )
         out += warnings
         if state is not None:
+            out += self._note_truncated(state)
             out += self._restarted(state)  # before the rollouts: it drops the later steps'
         out += self._new_rollouts()
         if state is not None:
@@ -273,11 +286,52 @@ class TrlRunReader:
                 continue
             self._failures.pop(path, None)
             self._stamps[path] = stamp
+            out += self._note_long_file(path, step, len(rows))
             self._hists[step] = advantage_histogram([r["advantage"] for r in rows])
             if rows:
                 self._totals[step] = sum(r["reward"] or 0.0 for r in rows) / len(rows)
             out.append(Rollouts(step=step, rows=rows, prompts=prompts))
         return out
+
+    def _note_truncated(self, state: dict) -> list[Event]:
+        """Once: that only the newest part of a long log history is shown, and from which step."""
+        if not trl_state.truncated(state) or "log" in self._noted:
+            return []
+        steps = trl_state.step_metrics(state)
+        if not steps:
+            return []
+        self._noted.add("log")
+        first = min(steps)
+        return [
+            LogMessage(
+                step=first,
+                level="info",
+                message=f"This TRL run's log history is long ({trl_state.global_step(state):,} "
+                f"steps), so only its newest {trl_state.MAX_LOG_ENTRIES:,} entries are read: "
+                f"the plots start at step {first:,}. The run's files are unchanged.",
+            )
+        ]
+
+    def _note_long_file(self, path: str, step: int, read: int) -> list[Event]:
+        """Once: that a completions file holds more rows than are read, and how many."""
+        if read < MAX_ROWS or "rows" in self._noted:
+            return []
+        try:
+            total = row_count(path)
+        except (OSError, ValueError):
+            return []
+        if total <= read:
+            return []
+        self._noted.add("rows")
+        return [
+            LogMessage(
+                step=step,
+                level="info",
+                message=f"{os.path.relpath(path, self.folder)} holds {total:,} rows, far more "
+                f"than one logging step writes, so only its last {read:,} are shown in the "
+                "Rollouts tab (the same for any other file this long).",
+            )
+        ]
 
     def _restarted(self, state: dict) -> list[Event]:
         """A resumed RunStarted when the log history is shorter than what was given out (the

@@ -9,7 +9,8 @@ A plain launch offers to reopen the sessions of windows that crashed. Scripted m
 run at once, stops it gracefully after N steps, saves a screenshot of the window once the run has
 ended, and quits with 0 (1 when the run failed, 2 when it could not start); it asks nothing
 (unsaved changes are discarded, checker code not trusted before stays off, no crash
-recovery). Startup imports no torch: the engine loads in the training thread.
+recovery; a model's own code not trusted before is refused, and the run does not start: exit 2).
+Startup imports no torch: the engine loads in the training thread.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
 from grpo_desktop.ui.compat import drop_platform_noise
-from grpo_desktop.ui.qt_libs import advice, missing_xcb_libraries
 from grpo_desktop.ui.run.worker import FAILED, FINAL_STATES
 from grpo_desktop.ui.session.dialogs import DISCARD
+from grpo_desktop.ui.x_display import startup_problem
 
 # The training thread runs Python code most of the time (sampling small models is dominated by
 # interpreter overhead), and every Qt callback into Python must win the GIL from it: a switch
@@ -89,6 +90,26 @@ class ScriptedRun(QObject):
         self.app.exit(self.exit_code)
 
 
+_REFUSED_ORIGINS: set[str] = set()  # where scripted mode has already said it refuses model code
+
+
+def _refuse_model_code(codes: list, origin: str) -> bool:
+    """Scripted mode's answer to the trust question for a model's own code: no, said once on
+    stderr (a script has nobody to read the dialog, and waiting for an answer hangs it)."""
+    if origin not in _REFUSED_ORIGINS:
+        _REFUSED_ORIGINS.add(origin)
+        where = "; ".join(code.describe() for code in codes)
+        print(
+            f"grpo-desktop: {origin} would run the model's own Python code ({where}), which has "
+            "not been trusted, and a scripted run (--autostart, --quit-after-steps, --screenshot) "
+            "asks nothing, so it does not run. Trust it once in the window (open the session "
+            "without those options), or train headless with `grpo-desktop train SESSION "
+            "--trust-remote-code`.",
+            file=sys.stderr,
+        )
+    return False
+
+
 def process_age_s() -> float | None:
     """Seconds since this process started (Linux: from /proc; elsewhere None)."""
     try:
@@ -137,9 +158,9 @@ def run_app(
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     drop_platform_noise()
     if QApplication.instance() is None:
-        missing = missing_xcb_libraries()  # else Qt aborts with "could not load … xcb"
-        if missing:
-            print(f"grpo-desktop: {advice(missing)}", file=sys.stderr)
+        problem = startup_problem()  # no display, missing xcb libraries: else Qt aborts (134)
+        if problem:
+            print(f"grpo-desktop: {problem}", file=sys.stderr)
             return 2
     app = QApplication.instance() or QApplication(sys.argv)
     app.setApplicationName("GRPO Desktop")
@@ -157,6 +178,7 @@ def run_app(
     window = create_main_window(demo, config)
     if scripted:  # never wait on a question: untrusted checker code stays off (start fails, 2)
         window.session.ask_trust = lambda _source, _origin: False
+        window.session.ask_model_code = _refuse_model_code  # and so does a model's own code
     if problem:
         window.show_message("error", problem)
     elif config_path:
