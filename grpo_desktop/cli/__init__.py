@@ -8,7 +8,9 @@ opens (`grpo-desktop my-run.grpo` means `open my-run.grpo`, for file managers).
 
 Every subcommand: JSON on stdout for scripts, human text on stderr, exit codes 0 ok, 1 internal
 error, 2 bad input (a one-paragraph message, no traceback). Subcommand modules import only light
-modules at the top, so `grpo-desktop --help` loads neither torch nor Qt.
+modules at the top, so `grpo-desktop --help` loads neither torch nor Qt. The window and
+--self-test first ask whether a display can be reached (ui/x_display.py): a DISPLAY with no X
+server behind it is a message and exit 2, not Qt's abort.
 
     grpo-desktop --help                   the subcommands; `grpo-desktop train --help` for one
     grpo-desktop --demo --autostart --quit-after-steps 3 --screenshot shot.png   (smoke check)
@@ -77,7 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(_open_shortcut(sys.argv[1:] if argv is None else list(argv)))
     if args.self_test:
         from grpo_desktop.selftest import run_self_test
+        from grpo_desktop.ui.x_display import display_problem
 
+        problem = display_problem(unset_is_a_problem=False)  # no DISPLAY: it runs offscreen
+        if problem:
+            print(f"grpo-desktop: {problem}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         return run_self_test()
     handler = getattr(args, "handler", None)
     if handler is not None:

@@ -22,9 +22,9 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
 from grpo_desktop.ui.compat import drop_platform_noise
-from grpo_desktop.ui.qt_libs import advice, missing_xcb_libraries
 from grpo_desktop.ui.run.worker import FAILED, FINAL_STATES
 from grpo_desktop.ui.session.dialogs import DISCARD
+from grpo_desktop.ui.x_display import startup_problem
 
 # The training thread runs Python code most of the time (sampling small models is dominated by
 # interpreter overhead), and every Qt callback into Python must win the GIL from it: a switch
@@ -158,9 +158,9 @@ def run_app(
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     drop_platform_noise()
     if QApplication.instance() is None:
-        missing = missing_xcb_libraries()  # else Qt aborts with "could not load … xcb"
-        if missing:
-            print(f"grpo-desktop: {advice(missing)}", file=sys.stderr)
+        problem = startup_problem()  # no display, missing xcb libraries: else Qt aborts (134)
+        if problem:
+            print(f"grpo-desktop: {problem}", file=sys.stderr)
             return 2
     app = QApplication.instance() or QApplication(sys.argv)
     app.setApplicationName("GRPO Desktop")

@@ -3,7 +3,8 @@ command that installs them, said before Qt aborts with "Could not load the Qt pl
 
 A fresh Linux desktop often lacks a few xcb libraries (libxcb-cursor0, libxcb-icccm4, …) that
 PySide6's wheel does not bundle. `missing_xcb_libraries()` asks the system's loader which of the
-plugin's dependencies are not found (`ldd`, else the error of loading the plugin itself) and
+plugin's dependencies are not found (`ldd`, else the error of loading the plugin itself; the
+plugin in QT_QPA_PLATFORM_PLUGIN_PATH when set, as Qt tries that one first) and
 `advice()` names them with the package that holds each (apt on Debian/Ubuntu, dnf on Fedora).
 Only on Linux and only when Qt would use xcb; it imports no Qt module, so it runs before the
 QApplication exists. It does not install anything. Try it: tests/ui/test_qt_libs.py.
@@ -63,8 +64,13 @@ def uses_xcb(env: dict[str, str] | None = None) -> bool:
 
 
 def xcb_plugin() -> Path | None:
-    """PySide6's xcb platform plugin, found without importing Qt."""
+    """The xcb platform plugin Qt loads, found without importing Qt: the one in
+    QT_QPA_PLATFORM_PLUGIN_PATH when that folder has one (Qt tries it first), else PySide6's."""
     import importlib.util
+
+    override = os.environ.get("QT_QPA_PLATFORM_PLUGIN_PATH", "")
+    if override and Path(override, "libqxcb.so").is_file():
+        return Path(override, "libqxcb.so")
 
     spec = importlib.util.find_spec("PySide6")
     if spec is None or not spec.submodule_search_locations:
