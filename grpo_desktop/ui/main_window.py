@@ -310,7 +310,7 @@ class MainWindow(LearnAndHelp, QMainWindow):
             answer = self.session.ask_start_over(state.last_step)
             if answer == CANCEL:
                 return False
-            if answer == NEW_SESSION and not self.session.new_session():
+            if answer == NEW_SESSION and not self.session.new_session(self.model.config):
                 return False
         problems = self.model.start(resume=resume)
         if problems:

@@ -9,7 +9,10 @@ autosaved to `session.autosave.json` two seconds after the last change (never ov
 session.json); opening a session with a newer autosave asks whether to restore it. A window
 holding a session leaves a crash marker, which a clean close removes; the next launch offers to
 reopen the sessions of windows that died. Untitled sessions without a run are deleted when
-closed. Recent files live in QSettings, the window layout of a session in its `layout`.
+closed. A new session starts from the default settings (the built-in demo), never from the
+edits of the session left behind (the user may just have answered Don't Save to them). Recent
+files live in QSettings and list only sessions the user named (an untitled one is offered by
+crash recovery, never in Open Recent); the window layout of a session lives in its `layout`.
 
 Every question goes through an `ask_*` method so tests (and scripted runs) can answer it.
 Try it: tests/ui/session/test_session.py, tests/ui/session/test_unsaved.py.
@@ -60,9 +63,14 @@ def ensure_suffix(path: str) -> str:
     return path if path.endswith(SUFFIX) else path + SUFFIX
 
 
+def never_named(path: str) -> bool:
+    """Whether `path` is an untitled session the user never saved under a name of their own."""
+    return os.path.dirname(os.path.abspath(path)) == os.path.join(recovery.data_dir(), "untitled")
+
+
 def _recovery_label(path: str) -> str:
     """How a crashed session is listed: its name and folder, or when an untitled one started."""
-    if os.path.dirname(path) == os.path.join(recovery.data_dir(), "untitled"):
+    if never_named(path):
         try:
             started = time.strftime("%a %d %b %H:%M", time.localtime(os.path.getctime(path)))
         except OSError:
@@ -82,7 +90,7 @@ class SessionController(QObject):
         self.autosave_timer = QTimer(self, singleShot=True, interval=AUTOSAVE_MS)
         self.autosave_timer.timeout.connect(self._on_autosave_timer_timeout)
         self.new_action = self._action("&New Session", "Ctrl+N", self.new_session)
-        self.new_action.setStatusTip("A new session with the current settings and no run yet")
+        self.new_action.setStatusTip("A new session with the default settings and no run yet")
         self.open_action = self._action("&Open Session…", "Ctrl+O", self.open_dialog)
         self.open_run_action = self._action(
             "Open Run &Folder…", "Ctrl+Shift+O", lambda: self.window.run_folder.open_dialog()
@@ -185,8 +193,7 @@ class SessionController(QObject):
 
     def _on_model_run_started(self, _event) -> None:
         recovery.discard_autosave(self.model.doc)  # starting saved session.json
-        if not self._untitled() or self.model.doc.has_run():
-            self._add_recent(self.model.doc.path)
+        self._add_recent(self.model.doc.path)  # (not an untitled one: see _add_recent)
 
     # ------------------------------------------------------------------ autosave of edits
 
@@ -297,14 +304,15 @@ class SessionController(QObject):
         return True
 
     def new_session(self, config: TrainConfig | None = None) -> bool:
-        """A new untitled session holding `config` (default: the current settings)."""
+        """A new untitled session holding `config` (default: the default settings, the built-in
+        demo; never the current ones, which may be edits the user just chose not to save)."""
         if self.model.running:
             self.window.show_message("error", BUSY.format(what="starting a new session"))
             return False
         if not self.maybe_save_changes():
             return False
         try:
-            doc = untitled_document(config or self.model.config)
+            doc = untitled_document(config if config is not None else demo_config())
         except OSError as exc:
             self.window.show_message("error", f"Cannot create a new session: {exc}")
             return False
@@ -433,11 +441,15 @@ class SessionController(QObject):
     # ------------------------------------------------------------------ recent files
 
     def recent_paths(self) -> list[str]:
+        """The sessions of Open Recent, newest first: those still there that the user named
+        (lists written by older versions may hold untitled ones; they are left out)."""
         value = self.settings.value(RECENT_KEY, [])
         paths = [value] if isinstance(value, str) else list(value or [])
-        return [p for p in paths if os.path.isdir(p)]
+        return [p for p in paths if os.path.isdir(p) and not never_named(p)]
 
     def _add_recent(self, path: str) -> None:
+        if never_named(path):
+            return  # Open Recent would fill up with "Untitled-…" (issue 27 §4)
         paths = [path] + [p for p in self.recent_paths() if p != path]
         self.settings.setValue(RECENT_KEY, paths[:MAX_RECENT])
 

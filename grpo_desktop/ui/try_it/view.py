@@ -162,10 +162,12 @@ class TryView(QWidget):
             return [(key, label) for key, label, *_ in trl_models(run_dir)]
         return [(f"step-{step}", f"Step {step}") for step in self.checkpoint_steps()]
 
-    def refresh(self) -> None:
-        """Re-read the run's checkpoints and settings (after a run, a session switch)."""
+    def refresh(self, latest: bool = False) -> None:
+        """Re-read the run's checkpoints and settings (after a run, a session switch). The
+        checkpoint chosen stays chosen, except the newest (it stays the newest) and with
+        `latest` (another run: its newest checkpoint, never the step picked in the last)."""
         chosen = self.checkpoint_box.currentData()
-        if self.checkpoint_box.currentIndex() == 0:
+        if latest or self.checkpoint_box.currentIndex() == 0:
             chosen = None  # the newest checkpoint (listed first) stays the newest one
         steps = self.checkpoints()
         self.checkpoint_box.blockSignals(True)
@@ -187,6 +189,8 @@ class TryView(QWidget):
         self.base_pane.tags = self.trained_pane.tags = tags
         if not steps:
             self.trained_pane.clear(tips.NO_CHECKPOINT)
+        elif self.trained_pane.status.text() == tips.NO_CHECKPOINT:
+            self.trained_pane.clear()  # said before the run saved one: no longer true
         self._update_state()
         if self._shown_once:
             self.picker.list_for(cfg)
@@ -345,7 +349,7 @@ class TryView(QWidget):
         self.picker.forget()
         for pane in self.panes.values():
             pane.clear()
-        self.refresh()
+        self.refresh(latest=True)
 
     def _on_model_checkpoint_saved(self, _event) -> None:
         self.refresh()
