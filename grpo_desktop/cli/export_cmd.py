@@ -5,7 +5,9 @@ to its run folder (adapter, merged, gguf) or its settings (trl), since the engin
 the session layer. Progress goes to stderr, one JSON summary line to stdout (format, out, bytes,
 seconds, dtype, step, ...). Bad input (no checkpoint, a missing base model, an out folder that is
 not empty without --force, one that is or holds the source run or session, a full disk) is a
-one-paragraph message and exit 2.
+one-paragraph message and exit 2. A TRL project carries code from elsewhere (a custom checker, a
+model's own code) only once trusted: --trust-checker, --trust-remote-code (--without-checker
+exports without the checker); its train.py asks again where the code is not trusted.
 
     grpo-desktop export runs/demo --format merged --out exports/demo-merged
     grpo-desktop export my-run.grpo --format gguf --outtype q8_0 --out exports/q8
@@ -55,6 +57,17 @@ def add_parser(sub) -> None:
         action="store_true",
         help="allow the model's own Python code when the run's config sets "
         "model.trust_remote_code, and remember it as trusted",
+    )
+    x.add_argument(
+        "--trust-checker",
+        action="store_true",
+        help="--format trl: export the custom checker code of a session or settings file from "
+        "elsewhere into the project, and remember it as trusted (read it first)",
+    )
+    x.add_argument(
+        "--without-checker",
+        action="store_true",
+        help="--format trl: leave a custom checker that is not trusted out of the project",
     )
     x.add_argument("--quiet", action="store_true", help="no progress on stderr")
     x.set_defaults(handler=cmd_export)
@@ -108,14 +121,57 @@ def _progress(quiet: bool):
     return show
 
 
+def _trl_trust(args, source, run_dir, protect):
+    """(what to export, the folders to protect, refusal, note) for a TRL project: code from
+    elsewhere goes into it only once trusted, as it would run wherever the project trains. A
+    custom checker not trusted here is refused (--trust-checker trusts it, --without-checker
+    leaves it out and `note` says so); the model's own code (model.trust_remote_code) is refused
+    until trusted (--trust-remote-code). Refused: nothing is written or remembered."""
+    from grpo_desktop.engine.export.plan import plan_export
+    from grpo_desktop.session.trust import TrustStore
+
+    cfg = plan_export(source, "trl").cfg
+    code = cfg.rewards.custom_checker
+    store = TrustStore()
+    note = ""
+    if code.strip() and not store.is_trusted(code) and not args.trust_checker:
+        if not args.without_checker:
+            refusal = (
+                f"{args.source} includes custom checker code (Python that would run with your "
+                "permissions wherever the project trains) that you have not trusted here, so "
+                "nothing was exported. Read it first (config → rewards → custom_checker, or "
+                "open it in the app, which shows it); to export it, add --trust-checker "
+                "(remembered for this exact code), or add --without-checker to export the "
+                "project without it."
+            )
+            return source, protect, refusal, note
+        cfg = cfg.replace(rewards={"custom_checker": ""})
+        if run_dir:  # the run folder stays guarded once the settings are passed instead
+            protect = (*protect, run_dir)
+        source = cfg
+        note = (
+            f"{args.source}'s custom checker is not trusted here, so the project was exported "
+            "without it: its rewards leave out the checker's part."
+        )
+    refusal, _ = remote_code_gate(cfg, args.source, None, args.trust_remote_code)
+    if not refusal and args.trust_checker:
+        store.trust(code)
+    return source, protect, refusal, note
+
+
 def cmd_export(args) -> int:
     from grpo_desktop.engine.errors import UserError
     from grpo_desktop.engine.export.pipeline import export, plan_export
 
     try:
         source, run_dir = _source(args)
-        remote_code = None
-        if args.format != "trl":
+        remote_code, note = None, ""
+        protect = _session_folder(args.source)
+        if args.format == "trl":
+            source, protect, refusal, note = _trl_trust(args, source, run_dir, protect)
+            if refusal:
+                return fail(refusal)
+        else:
             plan = plan_export(source, args.format, args.checkpoint, args.outtype)
             folders = [] if plan.is_adapter else [plan.weights]
             refusal, remote_code = remote_code_gate(
@@ -132,11 +188,14 @@ def cmd_export(args) -> int:
             force=args.force,
             progress=_progress(args.quiet),
             remote_code=remote_code,
-            protect=_session_folder(args.source),
+            protect=protect,
         )
     except _Bad as exc:
         return fail(str(exc))
     except UserError as exc:
         return fail(str(exc))
+    if note:
+        print(f"grpo-desktop: {note}", file=sys.stderr)
+        result["left_out"] = ["rewards.custom_checker"]
     print(json.dumps(result))
     return EXIT_OK

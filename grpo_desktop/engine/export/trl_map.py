@@ -136,7 +136,13 @@ MAPPED: tuple[Mapped, ...] = (
         "transformers 5's name for gradient_checkpointing; set explicitly, as TRL turns it on "
         "by default.",
     ),
-    Mapped("model.trust_remote_code", "trust_remote_code", _same),
+    Mapped(
+        "model.trust_remote_code",
+        "trust_remote_code",
+        _same,
+        "on: train.py asks before the model's own code runs on a machine where it is not "
+        "trusted (--trust-remote-code skips the question).",
+    ),
     Mapped("model.name_or_path", "runtime.model", _same, "--model overrides it."),
     Mapped(
         "model.dtype",
@@ -187,7 +193,8 @@ MAPPED: tuple[Mapped, ...] = (
         "rewards.custom_checker",
         lambda value, cfg: "custom_checker.py" if value.strip() else None,
         "written to custom_checker.py; run in the app's sandboxed checker process with the "
-        "same time and memory limits.",
+        "same time and memory limits, after train.py asked on a machine where it is not "
+        "trusted (--trust-checker skips the question).",
     ),
 )
 

@@ -4,7 +4,10 @@
 settings.json (the settings in TRL's terms, from the table in export/trl_map.py), the training
 data as the app loads it, the custom checker's source, accelerate configs (one GPU, DDP,
 DeepSpeed ZeRO-2/3, FSDP, several nodes), a SLURM job, pinned requirements and a README with the
-launch commands and the settings TRL has no equivalent for. A built-in model (builtin:demo) is
+launch commands, the code from elsewhere the project runs (`code_section`: the checker by its
+SHA-256, the model's own code; train.py asks before either runs where it is not trusted) and the
+settings TRL has no equivalent for. Whether that code may be exported at all is the caller's
+question (the CLI's --trust-checker, the Export dialog's). A built-in model (builtin:demo) is
 copied into model/ so the folder runs anywhere grpo-desktop is installed.
 
 The templates are package data under grpo_desktop/resources/trl_project/. Torch-free: nothing
@@ -17,6 +20,7 @@ from grpo_desktop.engine.config import TrainConfig; print(w(TrainConfig(), '/tmp
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -35,6 +39,7 @@ from grpo_desktop.engine.export.trl_map import (
     unmapped_rows,
 )
 from grpo_desktop.engine.models.gguf_info import is_gguf_file
+from grpo_desktop.engine.models.remote_code import code_to_trust
 
 # The versions the exported project was run with (tests/engine/export/test_export_trl.py checks that they are
 # the installed ones, so a change of environment is noticed and the export tested again).
@@ -148,13 +153,56 @@ def requirements(task: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+def code_section(cfg: TrainConfig) -> str:
+    """The README's list of the code from elsewhere this project runs: the custom checker (by
+    its SHA-256, as GRPO Desktop remembers trust) and the model's own code when
+    model.trust_remote_code is on; train.py asks before either runs where it is not trusted."""
+    parts = []
+    checker = cfg.rewards.custom_checker
+    if checker.strip():
+        digest = hashlib.sha256(checker.encode("utf-8")).hexdigest()
+        parts.append(
+            f"- `custom_checker.py` (SHA-256 `{digest}`): the session's custom checker, Python "
+            "that scores every answer. train.py runs it in GRPO Desktop's sandboxed checker "
+            "process (time and memory limits; not a security boundary). Read it before you "
+            "run the project."
+        )
+    if cfg.model.trust_remote_code:
+        codes = code_to_trust(cfg.model.name_or_path, True)
+        where = "; ".join(c.describe() for c in codes) or "none found at export"
+        parts.append(
+            "- The model's own Python code (`trust_remote_code` is on): transformers imports "
+            "the `.py` files that come with the model and its tokenizer, **unsandboxed**, "
+            f"with your permissions. At export: {where}."
+        )
+    if not parts:
+        return (
+            "None from elsewhere: the rewards are GRPO Desktop's own (no custom checker) and "
+            "the model's own code stays off (`trust_remote_code` is false)."
+        )
+    ask = (
+        "Before the first run on a machine where GRPO Desktop has not trusted this exact code "
+        "(its trust list: `~/.config/grpo-desktop/trusted_checkers.json`), `python train.py` "
+        "shows it and asks; answering `y` remembers it there. A job that cannot answer (SLURM, "
+        "several processes) stops with a message instead: pass "
+    )
+    flags = []
+    if checker.strip():
+        flags.append("`--trust-checker`")
+    if cfg.model.trust_remote_code:
+        flags.append("`--trust-remote-code`")
+    ask += " and ".join(flags) + " to skip the question once you have read the code."
+    return "\n".join(parts) + "\n\n" + ask
+
+
 def _readme(cfg: TrainConfig, settings: dict, counts: tuple[int, int], model_note: str) -> str:
     a = cfg.algorithm
     layouts, trainers = _layouts(cfg)
     total = a.prompts_per_step * a.num_generations
     model = settings["runtime"]["model"]
     checker = (
-        "| `custom_checker.py` | your checker, run in GRPO Desktop's sandboxed checker process |\n"
+        "| `custom_checker.py` | the session's custom checker: code from the session, run in "
+        "GRPO Desktop's sandboxed checker process (see *Code this project runs*) |\n"
         if settings["rewards"].get("custom_checker")
         else ""
     )
@@ -180,6 +228,7 @@ def _readme(cfg: TrainConfig, settings: dict, counts: tuple[int, int], model_not
         "@LAYOUTS@": layouts,
         "@MAPPED@": _mapped_table(),
         "@UNMAPPED@": _unmapped_table(cfg),
+        "@CODE@": code_section(cfg),
     }
     for key, value in values.items():
         readme = readme.replace(key, value)
@@ -263,8 +312,8 @@ def write_trl_project(cfg: TrainConfig, out_dir: str, *, progress: Progress | No
         )
     else:
         model_note = "A Hugging Face hub id: downloaded on first use, then cached."
-    if cfg.rewards.custom_checker.strip():
-        put("custom_checker.py", cfg.rewards.custom_checker.rstrip() + "\n")
+    if cfg.rewards.custom_checker.strip():  # byte for byte: train.py asks by its SHA-256
+        put("custom_checker.py", cfg.rewards.custom_checker)
 
     say(0.8, "Writing train.py, settings.json and the launch configs")
     put("train.py", _template("train.py.tmpl"))

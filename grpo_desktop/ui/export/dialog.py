@@ -8,7 +8,9 @@ size read from the files before anything is loaded (engine/export/plan.py; for a
 run's merged or GGUF export it says why the result is bfloat16 and how large). Export runs
 `engine.export.pipeline.export` in an `ExportRunner`'s thread (worker.py); Cancel stops it
 between stages (nothing is left behind); errors show in the dialog, never as a traceback. A TRL
-project exports the settings in the window, so it works before the first checkpoint.
+project exports the settings in the window, so it works before the first checkpoint; code from
+elsewhere in them (a custom checker, the model's own code) goes in only once trusted (the
+window's trust questions), and the project's train.py asks again where it is not trusted.
 
 What this does not do: write anything itself, or export while a run trains (Export is disabled
 and says why). Try it: tests/ui/export/test_export.py.
@@ -58,6 +60,16 @@ FORMATS = [  # (label, engine format, GGUF outtype, what it is for)
      "A folder with train.py for TRL's GRPOTrainer and accelerate configs (one GPU, several, "
      "DeepSpeed, FSDP, SLURM) with these settings: to continue at scale."),
 ]  # fmt: skip
+NOT_EXPORTED_CHECKER = (
+    "Not exported: the session's custom checker came from elsewhere and is not trusted, and the "
+    "project would run it wherever it trains. Trust it (Export asks, or Trust and enable in the "
+    "Reward panel), or remove it there, then export again."
+)
+NOT_EXPORTED_MODEL_CODE = (
+    "Not exported: the model's own Python code (Trust remote code) is not trusted, and the "
+    "project would run it wherever it trains. Trust it when Export asks, or turn off Trust "
+    "remote code in the Model panel, then export again."
+)
 TRAINING = "Training is running: export once it has stopped or finished (Stop saves a checkpoint)."
 
 
@@ -246,6 +258,8 @@ class ExportDialog(QDialog):
                 return
             force = True
         _label, fmt, outtype = self.chosen()
+        if fmt == "trl" and not self._code_trusted():
+            return
         chosen = self.checkpoints.selected()
         source = self.model.config if fmt == "trl" else self.model.run_dir
         # the engine refuses an output in or above the run; the session folder is guarded too
@@ -259,6 +273,23 @@ class ExportDialog(QDialog):
         self.status.setText("Starting…")
         self._set_busy(True)
         self.runner.start(source, fmt, out, **options)
+
+    def _code_trusted(self) -> bool:
+        """A TRL project carries the session's code from elsewhere (its custom checker, the
+        model's own code) to wherever it trains, so it is exported only once trusted: the same
+        questions the window asks before Start (its session controller's). Declined: nothing
+        is written and the status says why."""
+        session = getattr(self.parent(), "session", None)
+        origin = self.model.doc.path
+        asked = session is not None
+        if not self.model.checker_trusted() and not (asked and session.check_trust(origin)):
+            self.status.setText(NOT_EXPORTED_CHECKER)
+            return False
+        code = self.model.untrusted_model_code()
+        if code and not (asked and session.check_model_code(origin)):
+            self.status.setText(NOT_EXPORTED_MODEL_CODE)
+            return False
+        return True
 
     def cancel_export(self) -> None:
         if self.runner.busy:
