@@ -98,7 +98,7 @@ class ElidedLabel(QLabel):
 
     def _fit(self) -> None:
         width = max(0, self.contentsRect().width() - 6)
-        one_line = _BR.sub(SEPARATOR, self._full)
+        one_line = _BR.sub(SEPARATOR, self._full).replace(SEPARATOR + "•", "  •")  # lists
         flat = plain(one_line)
         bold = self.font()
         bold.setBold(True)
