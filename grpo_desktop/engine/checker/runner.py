@@ -38,6 +38,9 @@ __all__ = ["CheckResult", "CheckerProcess", "compile_checker", "test_checker"]
 DEFAULT_MEMORY_MB = 2048
 _KEEP_OUTPUT = 16384  # bytes of a child's output the parent keeps (the rest is read and dropped)
 _INCIDENTS = 50
+# A batch whose first calls all time out stops calling check() for the rest of it: a checker
+# that hangs on every answer costs these calls' time limits per step, not every answer's.
+GIVE_UP_AFTER = 3
 
 
 @dataclass
@@ -45,6 +48,7 @@ class CheckResult:
     value: float | None  # None: could not score, see error
     error: str | None
     line: int | None  # line in the user's source where it failed, when known
+    timed_out: bool = False  # the call hit its time limit (or was skipped after such calls)
 
 
 # ---------------------------------------------------------------- one child process
@@ -211,7 +215,10 @@ class CheckerProcess:
     time used up), is killed with everything it started (the whole session), recorded as that
     call's error, and a fresh child takes the next call. NaN, inf and anything that is not a
     number are errors too. What the code prints goes to a pipe the parent drains; the last bytes
-    of it are kept with that call's error.
+    of it are kept with that call's error. When the first `give_up_after` calls of a
+    `check_many` batch all time out, the rest of that batch is not called (each an error that
+    says so): a checker that hangs on everything costs a few time limits per step, not one per
+    answer; the next batch tries again (0 turns this off).
     `label` names the code in messages ("The custom checker"). `restrict` picks which optional
     protections (sandbox.LAYERS) to try; the default is all of them; tests switch some off.
     """
@@ -225,6 +232,7 @@ class CheckerProcess:
         memory_mb: int = DEFAULT_MEMORY_MB,
         label: str = LABEL,
         restrict: tuple[str, ...] = sandbox.LAYERS,
+        give_up_after: int = GIVE_UP_AFTER,
     ):
         compile_checker(source, label)
         self.source = source
@@ -234,6 +242,7 @@ class CheckerProcess:
         self.memory_mb = int(memory_mb)
         self.cpu_s = math.ceil(self.timeout_s) + 1  # RLIMIT_CPU counts whole seconds
         self.restrict = tuple(restrict)
+        self.give_up_after = int(give_up_after)
         self.protection_list: list[dict[str, Any]] = []
         self.incidents: list[str] = []  # children replaced between calls, and why
         self._lock = threading.Lock()
@@ -325,7 +334,27 @@ class CheckerProcess:
         with self._lock:
             if self._closed:
                 raise RuntimeError("this CheckerProcess is closed")
-            return [self._call(c, a, p) for c, a, p in zip(completions, answers, prompts)]
+            results: list[CheckResult] = []
+            for c, a, p in zip(completions, answers, prompts):
+                if self._gave_up(results):
+                    results += self._skipped(len(completions) - len(results))
+                    break
+                results.append(self._call(c, a, p))
+            return results
+
+    def _gave_up(self, results: list[CheckResult]) -> bool:
+        """Whether this batch's first `give_up_after` calls all timed out (then it stops)."""
+        n = self.give_up_after
+        return n > 0 and len(results) == n and all(r.timed_out for r in results)
+
+    def _skipped(self, count: int) -> list[CheckResult]:
+        """The rest of a batch whose first calls all timed out: not called, each an error that
+        says so (worded as a timeout, as the run's checker watch counts them)."""
+        error = (
+            f"not called: check() timed out on the first {self.give_up_after} answers of this "
+            f"batch ({self.timeout_s:g} s each), so the rest of the batch was not checked"
+        )
+        return [CheckResult(None, error, None, timed_out=True) for _ in range(count)]
 
     def _ended_between_calls(self) -> None:
         code = self._discard()
@@ -364,7 +393,7 @@ class CheckerProcess:
                 self._discard()
                 text, total = child.output.text()
                 error = f"check() timed out after {self.timeout_s} s"
-                return CheckResult(None, _with_output(error, text, total), None)
+                return CheckResult(None, _with_output(error, text, total), None, timed_out=True)
             except BaseException:  # e.g. KeyboardInterrupt: never leave a reply pending
                 self._discard()
                 raise
