@@ -54,6 +54,8 @@ def prompt_token_ids(tokenizer, texts: list[str]) -> list[list[int]]:
     """Each prompt's ids as the model was trained to see them: the tokenizer's own BOS exactly
     once (chat templates that write it keep theirs; plain prompts get it), no other special
     token added (some tokenizers would append an EOS, which must not end a prompt)."""
+    if not texts:
+        return []
     rows = tokenizer(texts, add_special_tokens=False)["input_ids"]
     bos = added_bos(tokenizer)
     if bos is None:
@@ -61,13 +63,36 @@ def prompt_token_ids(tokenizer, texts: list[str]) -> list[list[int]]:
     return [row if row[:1] == [bos] else [bos, *row] for row in rows]
 
 
+TAIL_MARGIN = 16  # tokens read beyond the limit: the first ones of a cut-out end may differ
+CHARS_PER_TOKEN = 8  # the first guess of how many characters hold a token (then it grows)
+
+
+def tail_token_ids(tokenizer, text: str, keep: int) -> list[int] | None:
+    """The last `keep` token ids of `text` (no special token added), found by tokenizing only
+    its end, for a text far longer than that; None when it is not (tokenize it whole). A 5 MB
+    prompt cut to 512 tokens then costs milliseconds, not the seconds of tokenizing all of it.
+    The end is read with TAIL_MARGIN tokens to spare, so the tokens kept are the whole text's
+    (tokenization is local: only the first tokens of a cut-out piece can differ)."""
+    chars = CHARS_PER_TOKEN * (keep + TAIL_MARGIN)
+    while 2 * chars < len(text):
+        ids = tokenizer(text[-chars:], add_special_tokens=False)["input_ids"]
+        if len(ids) >= keep + TAIL_MARGIN:
+            return ids[len(ids) - keep :]
+        chars *= 4
+    return None
+
+
 def tokenize_prompts(tokenizer, texts: list[str], max_length: int, device: torch.device):
     """Left-padded prompt ids and mask; over-long prompts lose their beginning (after the BOS),
-    not their question."""
+    not their question. Of a prompt far over the limit only the end is tokenized
+    (tail_token_ids)."""
     tokenizer.padding_side = "left"
     bos = added_bos(tokenizer)
+    tails = [tail_token_ids(tokenizer, text, max_length) for text in texts]
+    whole = iter(prompt_token_ids(tokenizer, [t for t, cut in zip(texts, tails) if cut is None]))
     rows = []
-    for row in prompt_token_ids(tokenizer, texts):
+    for tail in tails:
+        row = next(whole) if tail is None else tail if bos is None else [bos, *tail]
         if len(row) > max_length:
             head = row[:1] if bos is not None and row[:1] == [bos] else []
             row = head + row[len(row) - max_length + len(head) :]
@@ -97,7 +122,9 @@ def overlong_prompts(
     """(index, token count) of each problem whose prompt is longer than `max_length` tokens,
     which `tokenize_prompts` would cut. Tokens never outnumber UTF-8 bytes (but for a dummy
     prefix), so only problems with more bytes than the limit less the template's are templated
-    and tokenized: checking a whole dataset costs little."""
+    and tokenized: checking a whole dataset costs little. A prompt of more than
+    EXACT_COUNT_CHARS characters is counted from its end's tokens per character (an estimate,
+    exact for it when that says it fits): tokenizing a 5 MB prompt whole takes seconds."""
     template = _bytes(build_prompt(tokenizer, "", system_prompt, example))
     room = max_length - template - BYTE_MARGIN
     suspects = [i for i, p in enumerate(problems) if len(p) > room // 4 and _bytes(p) > room]
@@ -105,9 +132,26 @@ def overlong_prompts(
     for s in range(0, len(suspects), chunk):
         part = suspects[s : s + chunk]
         texts = [build_prompt(tokenizer, problems[i], system_prompt, example) for i in part]
-        enc = prompt_token_ids(tokenizer, texts)
-        out += [(i, len(ids)) for i, ids in zip(part, enc) if len(ids) > max_length]
+        counts = [_estimated_count(tokenizer, text, max_length) for text in texts]
+        exact = [text for text, n in zip(texts, counts) if n is None]
+        whole = iter(prompt_token_ids(tokenizer, exact))
+        counts = [len(next(whole)) if n is None else n for n in counts]
+        out += [(i, n) for i, n in zip(part, counts) if n > max_length]
     return out
+
+
+EXACT_COUNT_CHARS = 200_000  # longer prompts' token counts are estimated (overlong_prompts)
+
+
+def _estimated_count(tokenizer, text: str, max_length: int) -> int | None:
+    """About how many tokens a huge `text` has (its last EXACT_COUNT_CHARS // 4 characters' tokens
+    per character); None when it is not huge, or the estimate is not over the limit."""
+    if len(text) <= EXACT_COUNT_CHARS:
+        return None
+    sample = text[-(EXACT_COUNT_CHARS // 4) :]
+    n = len(tokenizer(sample, add_special_tokens=False)["input_ids"])
+    estimate = round(n * len(text) / len(sample))
+    return estimate if estimate > max_length else None
 
 
 def _bytes(text: str) -> int:
