@@ -4,7 +4,8 @@ Events, config.json and checkpoints go to the run folder, a status line to stder
 trains into its own run folder: a fresh run when it has none, else only with --resume (continue
 from the last checkpoint), never silently over a run. Custom checker code and a model's own code
 run only when trusted (--trust-checker, --trust-remote-code remember it). Ctrl-C stops after the
-step (checkpoint saved); twice aborts. Exit 0 finished or stopped, 1 internal error, 2 bad input.
+step (checkpoint saved); twice aborts. Exit 0 finished or stopped, 1 internal error, 2 bad input
+(--resume on a folder where nothing was saved: the run never started, and how to start it).
 
     grpo-desktop train --demo --out runs/demo --steps 20
     grpo-desktop train my.json --out runs/a [--steps N]
@@ -65,6 +66,12 @@ def _load_train_config(args):
     from grpo_desktop.engine.runs.files import config_path, read_run_config
 
     if args.resume:
+        if _never_started(args.resume):
+            raise Usage(
+                f"The run at {args.resume} never started (nothing was saved there), so there is "
+                "nothing to resume. Start it with: grpo-desktop train CONFIG --out "
+                f"{args.resume} (or --demo --out {args.resume} for the demo)."
+            )
         ended = None
         if not os.path.isfile(config_path(args.resume)):
             ended = _ended_before_first_step(args.resume)
@@ -138,6 +145,16 @@ def cmd_train(args) -> int:
         except (OSError, UserError) as exc:
             return fail(f"Cannot start again in {out}: {exc}")
     return _train_loop(cfg, out, bool(args.resume), args.quiet, remote_code)
+
+
+def _never_started(run_dir: str) -> bool:
+    """Whether `run_dir` holds nothing of a run: missing, or without its config.json and its
+    events.jsonl (a run killed before it wrote either; a file there is no run either)."""
+    from grpo_desktop.engine.runs.files import config_path, events_path
+
+    if not os.path.isdir(run_dir):
+        return not os.path.exists(run_dir)
+    return not (os.path.exists(config_path(run_dir)) or os.path.exists(events_path(run_dir)))
 
 
 def _ended_before_first_step(run_dir: str) -> str | None:
