@@ -5,7 +5,8 @@ text, inline validation messages under the field they concern.
 bool, a combo box for choices, a spin box for numbers (1-2-5 steps for learning-rate-like fields),
 a line edit for text and for optional numbers (empty = not set). Edits go to the session model;
 the form reloads when the model's config changes elsewhere. Fields marked `advanced` hide with
-`set_advanced_visible(False)`.
+`set_advanced_visible(False)`; `set_field_enabled` greys out a field that has no effect now
+(the LoRA fields while LoRA is off), saying why in its tooltip.
 
 Custom editors (the model picker, the checker editor) live in their panels, not here.
 Try it: the Hyperparameters panel; tests/ui/panels/test_panels.py.
@@ -14,6 +15,7 @@ Try it: the Hyperparameters panel; tests/ui/panels/test_panels.py.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, get_type_hints
 
 from PySide6.QtCore import Qt, QTimer
@@ -32,7 +34,14 @@ from PySide6.QtWidgets import (
 
 from grpo_desktop.engine.config import SECTIONS
 from grpo_desktop.ui.common.wheel_guard import guard_wheel
-from grpo_desktop.ui.common.widgets import FloatSpinBox, note_label, rich_tooltip, set_note
+from grpo_desktop.ui.common.widgets import (
+    FloatSpinBox,
+    fit_combo,
+    note_label,
+    number_text,
+    rich_tooltip,
+    set_note,
+)
 
 INT_MAX = 2**31 - 1
 MULTILINE = {("data", "system_prompt"), ("data", "example_problem"), ("data", "example_answer")}
@@ -49,6 +58,40 @@ CROSS_FIELD = (
     ("Clip ε high is below", "algorithm", "epsilon_high"),
     ("Group size G", "algorithm", "num_generations"),
 )
+
+
+# The words a choice shows (its value stays in the settings file and the CLI): 'last_number'
+# and 'dr_grpo' are names for code, not for the screen (issue 27). Values not listed show
+# capitalised, underscores as spaces.
+CHOICE_WORDS = {
+    "none": "None",
+    "auto": "Automatic",
+    "8bit": "8-bit",
+    "4bit": "4-bit",
+    "cpu": "CPU",
+    "cuda": "CUDA GPU",
+    "float32": "float32",
+    "bfloat16": "bfloat16",
+    "float16": "float16",
+    "all": "All or nothing",
+    "per_tag": "Per tag",
+    "answer_tag": "Answer tag",
+    "boxed": "\\boxed{}",
+    "last_number": "Last number",
+    "grpo": "GRPO",
+    "bnpo": "BNPO",
+    "dr_grpo": "Dr. GRPO",
+    "dapo": "DAPO",
+    "token": "Per token",
+    "sequence": "Per answer (sequence)",
+    "group": "Per group",
+    "batch": "Whole batch",
+}
+
+
+def choice_word(value: str) -> str:
+    """What a choice's value shows as in a combo box."""
+    return CHOICE_WORDS.get(value, value.replace("_", " ").capitalize())
 
 
 def field_meta(section: str, name: str) -> tuple[dataclasses.Field, Any]:
@@ -73,10 +116,24 @@ def tooltip_for(section: str, name: str) -> str:
     text = meta.get("help", "")
     limits = []
     if "min" in meta and "max" in meta:
-        limits.append(f"Range {meta['min']:g} to {meta['max']:g}.")
-    if f.default is not dataclasses.MISSING and not isinstance(f.default, str):
-        limits.append(f"Default {f.default}.")
-    return rich_tooltip(text, " ".join([*limits, f"Setting: {section}.{name}"]))
+        limits.append(f"Range {number_text(meta['min'])} to {number_text(meta['max'])}.")
+    default = f.default
+    if isinstance(default, bool):
+        limits.append(f"Default {'on' if default else 'off'}.")
+    elif isinstance(default, (int, float)):
+        limits.append(f"Default {number_text(default)}.")
+    elif isinstance(default, str) and "choices" in meta:
+        limits.append(f"Default {choice_word(default)}.")
+    return rich_tooltip(text, " ".join([*limits, f"In a settings file: {section}.{name}"]))
+
+
+def plain_message(text: str) -> str:
+    """A validation message as shown under its own field: without the settings-file name in
+    brackets ('Answer tag (rewards.answer_tag) must…' → 'Answer tag must…'), and its numbers as
+    people write them (1e-06 → 1e-6, 2.0 → 2)."""
+    text = re.sub(r" \([a-z_]+\.[a-z_]+\)", "", text)
+    text = re.sub(r"\d(?:\.\d+)?e[+-]\d+", lambda m: number_text(float(m[0])), text)
+    return re.sub(r"\b(\d+)\.0\b(?!\.\d)", r"\1", text)  # 2.0 → 2
 
 
 class FieldEditor:
@@ -100,9 +157,10 @@ class FieldEditor:
             w = QCheckBox()
             w.toggled.connect(lambda v: self._write(bool(v)))
         elif "choices" in meta:
-            w = QComboBox()
-            w.addItems(list(meta["choices"]))
-            w.currentTextChanged.connect(lambda v: self._write(v) if v else None)
+            w = fit_combo(QComboBox())
+            for value in meta["choices"]:
+                w.addItem(choice_word(value), value)
+            w.currentIndexChanged.connect(lambda i: self._write(w.itemData(i)) if i >= 0 else None)
         elif kind is int:
             w = QSpinBox()
             w.setRange(int(meta.get("min", 0)), int(min(meta.get("max", INT_MAX), INT_MAX)))
@@ -153,7 +211,7 @@ class FieldEditor:
             if isinstance(w, QCheckBox):
                 w.setChecked(bool(value))
             elif isinstance(w, QComboBox):
-                w.setCurrentIndex(max(0, w.findText(str(value))))
+                w.setCurrentIndex(max(0, w.findData(value)))
             elif isinstance(w, (QSpinBox, FloatSpinBox)):
                 w.setValue(value)
             elif isinstance(w, QPlainTextEdit):
@@ -163,7 +221,7 @@ class FieldEditor:
                 w.setText(
                     ""
                     if value is None
-                    else (f"{value:g}" if isinstance(value, float) else str(value))
+                    else (number_text(value) if isinstance(value, float) else str(value))
                 )
         finally:
             w.blockSignals(False)
@@ -197,10 +255,13 @@ class ConfigForm(QWidget):
         self.editors: dict[tuple[str, str], FieldEditor] = {}
         self._notes: dict[tuple[str, str], QLabel] = {}
         self._rows: dict[tuple[str, str], QWidget] = {}
+        self._labels: dict[tuple[str, str], QLabel] = {}
         self.layout_ = QFormLayout(self)
         self.layout_.setContentsMargins(0, 0, 0, 0)
         self.layout_.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.layout_.setLabelAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+        # a long label puts its field on the next line rather than widening the dock
+        self.layout_.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         for section, name in fields:
             self.add_field(section, name)
         model.config_changed.connect(self._on_model_config_changed)
@@ -222,7 +283,21 @@ class ConfigForm(QWidget):
         self.layout_.addRow(label, cell)
         key = (section, name)
         self.editors[key], self._notes[key], self._rows[key] = editor, note, cell
+        self._labels[key] = label
         return editor
+
+    def set_field_enabled(self, section: str, name: str, enabled: bool, why: str = "") -> None:
+        """Grey out a field that has no effect now (its label too); `why` leads its tooltip
+        while it is off, so the user learns what turns it on."""
+        key = (section, name)
+        editor, label = self.editors[key], self._labels[key]
+        editor.widget.setEnabled(enabled)
+        label.setEnabled(enabled)
+        tip = tooltip_for(section, name)
+        if not enabled and why:
+            tip = rich_tooltip(why) + "<br><br>" + tip
+        editor.widget.setToolTip(tip)
+        label.setToolTip(tip)
 
     def set_advanced_visible(self, visible: bool) -> None:
         for key, editor in self.editors.items():
@@ -235,7 +310,9 @@ class ConfigForm(QWidget):
     def refresh_messages(self) -> None:
         problems = self.model.problems()
         for (section, name), note in self._notes.items():
-            set_note(note, "\n".join(messages_for(problems, section, name)))
+            set_note(
+                note, "\n".join(plain_message(m) for m in messages_for(problems, section, name))
+            )
 
     def message(self, section: str, name: str) -> str:
         note = self._notes[(section, name)]

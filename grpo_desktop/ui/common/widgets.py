@@ -1,5 +1,7 @@
-"""Small reusable widgets: a float spin box that shows 1e-05 as 1e-05, a slider paired with a spin
-box, a dismissable message bar, and a few helpers for wrapped labels and tooltips.
+"""Small reusable widgets: a float spin box that shows numbers as people write them (1e-6, not
+1e-06; 0.0002), a slider paired with a spin
+box, a dismissable message bar, and a few helpers for wrapped labels, narrow combo boxes and
+tooltips.
 
 No knowledge of the config or the session here; panels compose these.
 Try it: tests/ui/common/test_widgets.py.
@@ -9,10 +11,12 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import (
+    QComboBox,
     QDoubleSpinBox,
     QFrame,
     QHBoxLayout,
@@ -51,6 +55,15 @@ def wrapped_label(text: str = "", *, muted: bool = False) -> QLabel:
     return label
 
 
+def fit_combo(box: QComboBox, chars: int = 14) -> QComboBox:
+    """A combo box as narrow as `chars` characters allows, whatever its longest choice: the
+    settings docks are 380 pixels wide on a laptop, and one long choice gave them a horizontal
+    scroll bar. The open list still shows every choice in full."""
+    box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    box.setMinimumContentsLength(chars)
+    return box
+
+
 def note_label(kind: str = "warning") -> QLabel:
     """A coloured inline note (hidden until it has text)."""
     bg, border, fg = _STYLES[kind]
@@ -69,6 +82,15 @@ def set_note(label: QLabel, text: str) -> None:
     label.setVisible(bool(text))
 
 
+def number_text(value: float) -> str:
+    """A number as people write it: up to 6 significant digits, and a tiny one as 1e-6 or
+    2.5e-5 (Python's 1e-06 pads the exponent, and reads like a code)."""
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    text = f"{value:.6g}"
+    return re.sub(r"e([+-])0*(\d)", lambda m: f"e{'-' if m[1] == '-' else ''}{m[2]}", text)
+
+
 def _nice_step(value: float, direction: int) -> float:
     """The next value in the 1-2-5 sequence (1e-5, 2e-5, 5e-5, 1e-4, ...) up or down."""
     if value <= 0:
@@ -84,7 +106,7 @@ def _nice_step(value: float, direction: int) -> float:
 
 
 class FloatSpinBox(QDoubleSpinBox):
-    """A spin box for floats of any magnitude: shows %g text (1e-05, 0.2, 3), accepts 5e-4, and
+    """A spin box for floats of any magnitude: shows 1e-5, 0.2, 3 (`number_text`), accepts 5e-4, and
     with `log_steps` steps through 1-2-5 values instead of adding a fixed amount."""
 
     def __init__(self, parent: QWidget | None = None, *, log_steps: bool = False):
@@ -94,7 +116,7 @@ class FloatSpinBox(QDoubleSpinBox):
         self.setKeyboardTracking(False)
 
     def textFromValue(self, value: float) -> str:  # noqa: N802 (Qt API)
-        return f"{value:.6g}"
+        return number_text(value)
 
     def valueFromText(self, text: str) -> float:  # noqa: N802 (Qt API)
         try:

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 
 from grpo_desktop.ui.common.form import ConfigForm, messages_for, tooltip_for
 from grpo_desktop.ui.common.tasks import BackgroundTasks
-from grpo_desktop.ui.common.widgets import note_label, set_note, wrapped_label
+from grpo_desktop.ui.common.widgets import fit_combo, note_label, set_note, wrapped_label
 from grpo_desktop.ui.panels.dataset_jobs import apply_template, read_rows
 from grpo_desktop.ui.panels.task_picker import TaskOptionsForm, TaskPickerDialog
 
@@ -60,6 +60,7 @@ class DatasetPanel(QWidget):
         for value, label in SOURCES:
             self.source_box.addItem(label, value)
         self.source_box.setToolTip(tooltip_for("data", "source"))
+        fit_combo(self.source_box)  # its longest choice would widen the dock past the screen
         self.path_edit = QLineEdit()
         self.path_edit.setObjectName("data.path")
         self.path_edit.setToolTip(tooltip_for("data", "path"))

@@ -16,18 +16,17 @@ import dataclasses
 
 from PySide6.QtWidgets import (
     QCheckBox,
+    QGridLayout,
     QGroupBox,
-    QHBoxLayout,
     QLabel,
     QPushButton,
-    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
 
 from grpo_desktop.engine.config import PRESET_LABELS, SECTIONS, STARTER_LABEL, starter_summary
-from grpo_desktop.ui.common.form import CROSS_FIELD, ConfigForm
-from grpo_desktop.ui.common.widgets import note_label, rich_tooltip, set_note
+from grpo_desktop.ui.common.form import CROSS_FIELD, ConfigForm, plain_message
+from grpo_desktop.ui.common.widgets import note_label, rich_tooltip, set_note, wrapped_label
 
 HYPER_SECTIONS = ("algorithm", "run", "alerts")
 PRESET_HELP = {
@@ -46,16 +45,17 @@ class HyperPanel(QWidget):
         super().__init__(parent)
         self.model = model
         self.preset_buttons: dict[str, QPushButton] = {}
-        presets = QHBoxLayout()
-        presets.addWidget(QLabel("Preset:"))
-        for name, label in PRESET_LABELS.items():
+        # Two buttons a row under the label: in one row they would need a wider dock than the
+        # 380 pixels it gets on a laptop (issue 27: a horizontal scroll bar at every width).
+        presets = QGridLayout()
+        presets.addWidget(QLabel("Preset:"), 0, 0, 1, 2)
+        for i, (name, label) in enumerate(PRESET_LABELS.items()):
             button = QPushButton(label)
             button.setCheckable(True)
             button.setToolTip(rich_tooltip(PRESET_HELP[name]))
             button.clicked.connect(lambda _c=False, n=name: self._on_preset_clicked(n))
             self.preset_buttons[name] = button
-            presets.addWidget(button)
-        presets.addStretch(1)
+            presets.addWidget(button, 1 + i // 2, i % 2)
         # Not a preset (it leaves the algorithm variant alone): what a small pretrained model
         # needs beyond the defaults, which were tuned on the built-in demo model.
         self.starter_button = QPushButton(STARTER_LABEL)
@@ -68,11 +68,10 @@ class HyperPanel(QWidget):
             )
         )
         self.starter_button.clicked.connect(self._on_starter_clicked)
-        presets.addWidget(self.starter_button)
+        presets.addWidget(self.starter_button, 1 + (len(PRESET_LABELS) + 1) // 2, 0, 1, 2)
         self.advanced_box = QCheckBox("Show advanced settings")
         self.advanced_box.setToolTip("Clipping, schedules, micro-batches and other fine controls")
-        self.batch_label = QLabel()
-        self.batch_label.setStyleSheet("color: palette(placeholder-text);")
+        self.batch_label = wrapped_label(muted=True)
         self.problems_note = note_label("error")
         self.warnings_note = note_label("warning")
 
@@ -87,11 +86,9 @@ class HyperPanel(QWidget):
             box = QGroupBox(titles[section])
             QVBoxLayout(box).addWidget(form)
             col.addWidget(box)
+        col.setContentsMargins(0, 0, 0, 0)
         col.addStretch(1)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(inner)
-        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        # no scroll area of its own: the dock's scrolls (two scroll bars side by side before)
 
         layout = QVBoxLayout(self)
         layout.addLayout(presets)
@@ -99,7 +96,7 @@ class HyperPanel(QWidget):
         layout.addWidget(self.batch_label)
         layout.addWidget(self.problems_note)
         layout.addWidget(self.warnings_note)
-        layout.addWidget(scroll, 1)
+        layout.addWidget(inner, 1)
 
         self.advanced_box.toggled.connect(self.set_advanced_visible)
         model.config_changed.connect(self._refresh)
@@ -136,7 +133,7 @@ class HyperPanel(QWidget):
             for key, section, _ in CROSS_FIELD
             if key in p and section in HYPER_SECTIONS
         ]
-        set_note(self.problems_note, "\n".join(mine))
+        set_note(self.problems_note, "\n".join(plain_message(p) for p in mine))
         hyper_warnings = [w for w in self.model.warnings() if "temperature" in w]
         set_note(self.warnings_note, "\n".join(hyper_warnings))
 

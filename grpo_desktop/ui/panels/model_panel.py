@@ -55,6 +55,9 @@ from grpo_desktop.ui.run.system_info import (
 )
 
 BUILTIN = "builtin:demo"
+NO_DOUBLE_QUANT = "Only for 4-bit quantization: choose 4-bit above to use it."
+NO_LORA = "Off while Use LoRA is off: tick Use LoRA to train adapters of this size."
+LORA_DETAILS = ("r", "alpha", "dropout", "target_modules")
 NO_CUDA = "4-bit needs a CUDA GPU, and PyTorch sees none on this computer."
 PATH_ROLE = Qt.ItemDataRole.UserRole
 
@@ -124,7 +127,7 @@ class ModelPanel(QWidget):
 
         self.lora_form = ConfigForm(
             model,
-            [("lora", n) for n in ("enabled", "r", "alpha", "dropout", "target_modules")],
+            [("lora", n) for n in ("enabled", *LORA_DETAILS)],
         )
         lora_box = QGroupBox("LoRA adapters")
         QVBoxLayout(lora_box).addWidget(self.lora_form)
@@ -353,7 +356,7 @@ class ModelPanel(QWidget):
             self.device_label.setText("Checking this computer's GPU…")
             return
         self.device_label.setText("This computer: " + describe_device(info))
-        item = self.quant_combo.model().item(self.quant_combo.findText("4bit"))
+        item = self.quant_combo.model().item(self.quant_combo.findData("4bit"))
         no_cuda = info.get("probed") and not info.get("cuda")
         item.setEnabled(not no_cuda)
         item.setToolTip(NO_CUDA if no_cuda else "QLoRA: 4-bit NF4 base weights")
@@ -375,6 +378,9 @@ class ModelPanel(QWidget):
             self._load()
         elif section == "quantization":
             self._update_quant_note()
+            self._update_dependent_fields()
+        elif section == "lora":
+            self._update_dependent_fields()
         else:
             self._refresh_model_note()
 
@@ -386,6 +392,16 @@ class ModelPanel(QWidget):
         self._refresh_gguf_note()
         self._select_local()
         self._update_quant_note()
+        self._update_dependent_fields()
+
+    def _update_dependent_fields(self) -> None:
+        """Double quantization only acts on 4-bit weights, and the LoRA sizes only with LoRA on:
+        greyed out otherwise, with the reason in their tooltips."""
+        four_bit = self.model.value("quantization", "mode") == "4bit"
+        self.quant_form.set_field_enabled("quantization", "double_quant", four_bit, NO_DOUBLE_QUANT)
+        lora = bool(self.model.value("lora", "enabled"))
+        for name in LORA_DETAILS:
+            self.lora_form.set_field_enabled("lora", name, lora, NO_LORA)
 
     def _refresh_model_note(self) -> None:
         set_note(

@@ -37,7 +37,7 @@ def test_float_spin_box_shows_small_numbers_and_steps_1_2_5(qtbot):
     qtbot.addWidget(box)
     box.setRange(1e-9, 1.0)
     box.setValue(1e-5)
-    assert box.text() == "1e-05"
+    assert box.text() == "1e-5"  # as people write it, not Python's 1e-05
     box.stepBy(1)
     assert box.value() == pytest.approx(2e-5)
     box.stepBy(2)

@@ -267,7 +267,7 @@ def test_checker_samples_come_from_the_latest_rollouts(qtbot, model):
 def test_four_bit_is_disabled_with_a_reason_without_cuda(qtbot, model):
     panel = make(qtbot, ModelPanel, model)
     model.set_device_info({"probed": True, "cuda": False, "cpu_count": 2, "ram": 8 * 2**30})
-    item = panel.quant_combo.model().item(panel.quant_combo.findText("4bit"))
+    item = panel.quant_combo.model().item(panel.quant_combo.findData("4bit"))
     assert not item.isEnabled() and "CUDA" in item.toolTip()
     assert "2 cores" in panel.device_label.text() and "8.0 GB RAM" in panel.device_label.text()
     model.set_device_info(

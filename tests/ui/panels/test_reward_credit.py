@@ -27,8 +27,8 @@ def test_the_panel_shows_format_credit_and_why_it_matters(qtbot, tmp_path):
     panel = _panel(qtbot, tmp_path)
     combo = panel.findChild(QComboBox, "rewards.format_credit")
     assert combo is not None and combo.isVisible()
-    assert [combo.itemText(i) for i in range(combo.count())] == ["all", "per_tag"]
-    assert combo.currentText() == "all"
+    assert [combo.itemText(i) for i in range(combo.count())] == ["All or nothing", "Per tag"]
+    assert combo.currentData() == "all"
     help_text = RewardsConfig.__dataclass_fields__["format_credit"].metadata["help"]
     assert help_text in html.unescape(combo.toolTip())
     note = panel.credit_note
@@ -37,7 +37,7 @@ def test_the_panel_shows_format_credit_and_why_it_matters(qtbot, tmp_path):
     qtbot.wait(50)
     panel.grab().save("/tmp/h4_reward_panel.png")
 
-    combo.setCurrentText("per_tag")  # a user's edit: written to the session
+    combo.setCurrentText("Per tag")  # a user's edit: written to the session
     assert panel.model.config.rewards.format_credit == "per_tag" and panel.model.dirty
     assert note.text().startswith("Per tag: each tag in its place") and "a quarter" in note.text()
 
@@ -54,4 +54,4 @@ def test_a_loaded_config_shows_its_credit(qtbot, tmp_path):
     cfg = panel.model.config.replace(rewards={"format_credit": "per_tag"})
     panel.model.set_config(cfg)
     combo = panel.findChild(QComboBox, "rewards.format_credit")
-    assert combo.currentText() == "per_tag" and panel.credit_note.text().startswith("Per tag")
+    assert combo.currentData() == "per_tag" and panel.credit_note.text().startswith("Per tag")

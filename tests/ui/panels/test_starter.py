@@ -80,7 +80,7 @@ def test_the_starter_button_sets_the_starter_in_one_replace(qtbot, tmp_path):
     assert model.dirty
     form = panel.forms["algorithm"].editors
     assert form[("algorithm", "max_completion_length")].widget.value() == 64
-    assert form[("algorithm", "loss_type")].widget.currentText() == "grpo"
+    assert form[("algorithm", "loss_type")].widget.currentData() == "grpo"
     assert "64 tokens" in panel.batch_label.text()
     qtbot.wait(50)
     out = os.environ.get("GRPO_STARTER_GRAB", str(tmp_path / "hyper.png"))
