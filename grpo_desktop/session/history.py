@@ -4,8 +4,9 @@
 what changed; `RunHistory.from_events_file(path)` replays a saved run, so a session persists
 append-only as the engine's own events file. Metrics are growing numpy columns (a plot of 10,000
 steps reads one array view), rollouts go through `RolloutStore` (bounded memory). A resumed run's
-`run_started` supersedes everything logged after its start step, as in `events.jsonl`.
-Pure Python plus numpy: no Qt, no torch. Not thread-safe; the GUI thread owns it.
+`run_started` supersedes everything logged after its start step, as in `events.jsonl`. A line
+nested thousands deep or longer than 64 MB is a damaged line (ValueError naming it), never a
+RecursionError or a runaway read. Pure Python plus numpy: no Qt, no torch. Not thread-safe; the GUI thread owns it.
 
     python -c "from grpo_desktop.session.history import RunHistory as H;
     h = H.from_events_file('runs/demo/events.jsonl'); print(h.last_step, h.metric('reward'))"
@@ -23,7 +24,11 @@ from typing import Any
 import numpy as np
 
 from grpo_desktop.engine.events import Event, bad_line_message, event_from_dict, rows_with_prompts
+from grpo_desktop.engine.units import size_text
 from grpo_desktop.session.rollouts import DEFAULT_MAX_ROWS, RolloutStore
+
+TOO_DEEP = "its brackets nest too deeply to read"  # a line built to hurt (RecursionError)
+MAX_LINE_BYTES = 64 * 1024 * 1024  # one event; a step's rollouts are a few MB at most
 
 # The order metrics come in CSV exports; any others follow alphabetically.
 METRIC_ORDER = (
@@ -369,18 +374,28 @@ class RunHistory:
         return history
 
     def extend_from_file(self, path: str, start: int = 0) -> int:
-        """Append the complete lines of `path` from byte `start`; returns where reading ended."""
+        """Append the complete lines of `path` from byte `start`; returns where reading ended.
+        A line longer than MAX_LINE_BYTES is damaged (ValueError), not read into memory."""
         offset = start
         with open(path, "rb") as fh:
             fh.seek(start)
-            for line in fh:
+            for line in iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b""):
+                if len(line) > MAX_LINE_BYTES:
+                    too_long = ValueError(
+                        f"it is longer than {size_text(MAX_LINE_BYTES)}, far more than any "
+                        "event the app writes"
+                    )
+                    raise ValueError(bad_line_message(path, offset, too_long))
                 if not line.endswith(b"\n"):
                     break  # a torn last line: a crash mid-write, or still being written
                 if line.strip():
                     try:
                         data = json.loads(line)
                         event_from_dict(data)  # validates the type and fields
-                    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+                    except RecursionError:
+                        too_deep = ValueError(TOO_DEEP)
+                        raise ValueError(bad_line_message(path, offset, too_deep)) from None
+                    except (ValueError, TypeError, KeyError, AttributeError) as exc:
                         raise ValueError(bad_line_message(path, offset, exc)) from None
                     self.append(data)
                     if data.get("type") == "rollouts":

@@ -64,6 +64,8 @@ class EventsFileReader:
                 try:
                     out.append(event_from_dict(json.loads(line)))
                 except (ValueError, TypeError, RecursionError) as exc:
+                    if isinstance(exc, RecursionError):
+                        exc = ValueError("its brackets nest too deeply to read")
                     if not self._warned:
                         self._warned = True
                         out.append(

@@ -228,3 +228,27 @@ def test_scripted_open_of_a_session_whose_model_ships_code_refuses_instead_of_wa
     code, err = cli("--autostart", "--quit-after-steps", "1", "open", path, timeout=120)
     _refused(code, err, "has not been trusted", "--trust-remote-code")
     assert not os.path.exists(marker)
+
+
+def test_an_event_line_nested_too_deeply_is_a_damaged_line_and_nothing_is_rewritten(tmp_path):
+    path = _session(tmp_path)
+    deep = "[" * DEEP + "]" * DEEP
+    with open(os.path.join(path, "run", "events.jsonl"), "a") as fh:
+        fh.write(f'{{"type": "log", "step": 0, "level": "info", "message": {deep}}}\n')
+        fh.write('{"type": "log", "step": 0, "level": "info", "message": "after"}\n')
+    before = tree(path)
+    code, err = cli("train", path, "--resume", "--quiet")
+    _refused(code, err, "events.jsonl is damaged", "line 2", "nest too deeply")
+    assert tree(path) == before
+
+
+def test_an_event_line_longer_than_any_event_is_not_read(tmp_path, monkeypatch):
+    from grpo_desktop.session import history
+
+    monkeypatch.setattr(history, "MAX_LINE_BYTES", 4096)  # the real bound is 64 MB
+    path = _session(tmp_path)
+    events = os.path.join(path, "run", "events.jsonl")
+    with open(events, "a") as fh:
+        fh.write('{"type": "log", "step": 0, "level": "info", "message": "' + "x" * 5000 + '"}\n')
+    with pytest.raises(ValueError, match="line 2 is not a valid event: it is longer than 4.0 KB"):
+        history.RunHistory.from_events_file(events)
