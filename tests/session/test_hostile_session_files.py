@@ -252,3 +252,13 @@ def test_an_event_line_longer_than_any_event_is_not_read(tmp_path, monkeypatch):
         fh.write('{"type": "log", "step": 0, "level": "info", "message": "' + "x" * 5000 + '"}\n')
     with pytest.raises(ValueError, match="line 2 is not a valid event: it is longer than 4.0 KB"):
         history.RunHistory.from_events_file(events)
+
+
+def test_a_deeply_nested_config_file_is_refused_by_train(tmp_path):
+    data = demo_config().to_dict()
+    data["run"]["seed"] = "HOLE"
+    config = tmp_path / "deep.json"
+    config.write_text(json.dumps(data).replace('"HOLE"', "[" * DEEP + "]" * DEEP))
+    code, err = cli("train", str(config), "--out", str(tmp_path / "out"), "--quiet")
+    _refused(code, err, "deep.json: The config's brackets nest too deeply to read")
+    assert not (tmp_path / "out").exists()

@@ -126,6 +126,10 @@ class TrainConfig:
             raise ConfigError(
                 f"The config is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})."
             ) from exc
+        except RecursionError:  # thousands of nested brackets: a file built to hurt
+            raise ConfigError(
+                "The config's brackets nest too deeply to read: it is not a settings file."
+            ) from None
         return cls.from_dict(data)
 
     def replace(self, **sections: dict[str, Any]) -> TrainConfig:
