@@ -5,6 +5,7 @@ Every field of the `algorithm`, `run` and `alerts` (health alarms) sections gets
 tooltip is its help text; presets (GRPO, Dr. GRPO, DAPO, GSPO) set the algorithm fields at once;
 "Starter: small real model" sets what a small pretrained model needs beyond the defaults (learning
 rate, rewards, a worked example, lengths: engine/config/starters.py) in one step;
+a note under them lists what the preset changed (old → new) with Undo (panels/preset_changes.py);
 "Show advanced settings" reveals the fields marked advanced; validation messages appear under the
 field they concern, and cross-field problems and risky settings at the top.
 Try it: tests/ui/panels/test_panels.py.
@@ -12,6 +13,7 @@ Try it: tests/ui/panels/test_panels.py.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 from PySide6.QtWidgets import (
@@ -27,6 +29,7 @@ from PySide6.QtWidgets import (
 from grpo_desktop.engine.config import PRESET_LABELS, SECTIONS, STARTER_LABEL, starter_summary
 from grpo_desktop.ui.common.form import CROSS_FIELD, ConfigForm, plain_message
 from grpo_desktop.ui.common.widgets import note_label, rich_tooltip, set_note, wrapped_label
+from grpo_desktop.ui.panels.preset_changes import ChangeNote
 
 HYPER_SECTIONS = ("algorithm", "run", "alerts")
 PRESET_HELP = {
@@ -72,6 +75,7 @@ class HyperPanel(QWidget):
         self.advanced_box = QCheckBox("Show advanced settings")
         self.advanced_box.setToolTip("Clipping, schedules, micro-batches and other fine controls")
         self.batch_label = wrapped_label(muted=True)
+        self.change_note = ChangeNote(model, self)  # what a preset changed, with Undo
         self.problems_note = note_label("error")
         self.warnings_note = note_label("warning")
 
@@ -92,6 +96,7 @@ class HyperPanel(QWidget):
 
         layout = QVBoxLayout(self)
         layout.addLayout(presets)
+        layout.addWidget(self.change_note)
         layout.addWidget(self.advanced_box)
         layout.addWidget(self.batch_label)
         layout.addWidget(self.problems_note)
@@ -101,6 +106,8 @@ class HyperPanel(QWidget):
         self.advanced_box.toggled.connect(self.set_advanced_visible)
         model.config_changed.connect(self._refresh)
         model.config_replaced.connect(self._refresh)
+        model.config_replaced.connect(self._on_model_config_replaced)
+        self._applying = False
         self.set_advanced_visible(False)
         self._refresh()
 
@@ -111,10 +118,24 @@ class HyperPanel(QWidget):
             form.set_advanced_visible(visible)
 
     def _on_preset_clicked(self, name: str) -> None:
-        self.model.apply_preset(name)
+        self._apply(f"The {PRESET_LABELS[name]} preset", lambda: self.model.apply_preset(name))
 
     def _on_starter_clicked(self) -> None:
-        self.model.apply_starter()
+        self._apply(f"“{STARTER_LABEL}”", self.model.apply_starter)
+
+    def _apply(self, title: str, apply) -> None:
+        """Apply a preset and say what it changed, with Undo."""
+        before = copy.deepcopy(self.model.config)
+        self._applying = True
+        try:
+            apply()
+        finally:
+            self._applying = False
+        self.change_note.show_changes(title, before, self.model.config)
+
+    def _on_model_config_replaced(self) -> None:
+        if not self._applying:  # another file or an undo: the note is about old settings
+            self.change_note.clear()
 
     def _refresh(self, *_args) -> None:
         a = self.model.config.algorithm
