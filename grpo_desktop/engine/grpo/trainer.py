@@ -49,6 +49,7 @@ from grpo_desktop.engine.grpo.loss import advantage_histogram, group_has_spread
 from grpo_desktop.engine.grpo.step import StepOutput, grpo_step, sample_groups, select_groups
 from grpo_desktop.engine.health.checker_watch import CheckerWatch
 from grpo_desktop.engine.health.monitors import HealthMonitor, logged_events
+from grpo_desktop.engine.models.gguf_import import ImportStopped
 from grpo_desktop.engine.models.loading import Policy, load_policy, model_import_events
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission
 from grpo_desktop.engine.ops import kernels
@@ -284,7 +285,11 @@ class _Run:
 
     def events(self) -> Iterator[Event]:
         cfg, control, state = self.cfg, self.control, self.state
-        yield from model_import_events(cfg)  # a GGUF model is imported once, with progress
+        try:  # a GGUF model is imported once, with progress; Stop stops the import too
+            yield from model_import_events(cfg, should_stop=control.should_stop)
+        except ImportStopped as exc:
+            yield _finished("stopped", state, str(exc), None)
+            return
         data, optimizer, scheduler, start_step = self._setup()
         policy = self.policy
         state.step = start_step

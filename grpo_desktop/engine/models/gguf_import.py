@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from grpo_desktop.engine.errors import ModelError
+from grpo_desktop.engine.errors import ModelError, UserError
 from grpo_desktop.engine.events import LogMessage
 from grpo_desktop.engine.models.gguf_info import (
     GgufInfo,
@@ -256,17 +256,25 @@ def _gguf_link(path: str, scratch: str) -> tuple[str, str]:
     return scratch, "model.gguf"
 
 
+class ImportStopped(UserError):
+    """The import was stopped by its caller (`should_stop`); nothing of it was kept."""
+
+
 class _Clock:
     """Progress with the time left, from how fast the fraction has grown; within a stage, at
     most one report per 5 % or 3 seconds (a model has hundreds of tensors). The stages'
     fractions are their shares of SmolLM2's import (2 busy cores, 19 s): tokenizer 15 %,
     configuration and model 65 %, dequantizing 5 %, saving 5 %."""
 
-    def __init__(self, progress: Progress | None) -> None:
-        self.progress, self.t0 = progress, time.monotonic()
+    def __init__(
+        self, progress: Progress | None, should_stop: Callable[[], bool] | None = None
+    ) -> None:
+        self.progress, self.should_stop, self.t0 = progress, should_stop, time.monotonic()
         self.last = (-1.0, 0.0, "")  # fraction, time, stage of the last report
 
     def __call__(self, fraction: float, message: str) -> None:
+        if self.should_stop is not None and self.should_stop():
+            raise ImportStopped  # every call (each tensor read), not only the reported ones
         if self.progress is None:
             return
         now = time.monotonic()
@@ -287,10 +295,16 @@ def _duration(seconds: float) -> str:
     return f"{seconds} s" if seconds < 90 else f"{seconds // 60} min {seconds % 60:02d} s"
 
 
-def import_gguf(path: str, dtype: str = "float32", progress: Progress | None = None) -> str:
+def import_gguf(
+    path: str,
+    dtype: str = "float32",
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> str:
     """The model folder of the GGUF at `path`, imported in `dtype` ("float32", "bfloat16",
     "float16") now or reused from an earlier import. `progress(fraction, message)` hears how it
-    goes (start, dequantizing, saving, done). ModelError for a file that is not a readable GGUF,
+    goes (start, dequantizing, saving, done); once `should_stop()` is true the import raises
+    ImportStopped at its next tensor and removes what it wrote. ModelError for a file that is not a readable GGUF,
     an architecture or quantization transformers cannot read, too little memory or disk."""
     if dtype not in DTYPES:
         raise ModelError(f"Import precision '{dtype}': choose one of {', '.join(DTYPES)}.")
@@ -299,7 +313,7 @@ def import_gguf(path: str, dtype: str = "float32", progress: Progress | None = N
     folder = import_folder(path, dtype)
     if _is_complete(folder):
         return folder
-    clock = _Clock(progress or _default_progress)
+    clock = _Clock(progress or _default_progress, should_stop)
     clock(0.0, f"Importing {info.name} ({info.quantization}, {size_text(info.size_bytes)})")
     import torch  # noqa: F401  (after the header checks: torch makes the newer loader's
     # architectures known to supported_architectures)
@@ -417,19 +431,27 @@ def _dequantize_and_save(path: str, info: GgufInfo, dtype: str, out: str, clock:
         raise ModelError(f"Saving the import of {path} wrote no config.json into {out}.")
 
 
-def import_events(path: str, dtype: str, step: int = 0) -> Iterator[LogMessage]:
+def import_events(
+    path: str, dtype: str, step: int = 0, should_stop: Callable[[], bool] | None = None
+) -> Iterator[LogMessage]:
     """Import the GGUF at `path` in `dtype` (on a worker thread) unless it is imported already,
     yielding its progress as log events: how the trainer shows an import in the window and on
-    the command line before the run starts. Raises what import_gguf raises."""
+    the command line before the run starts. Raises what import_gguf raises, and ImportStopped
+    once `should_stop()` turns true (checked at every progress report, a few times a second
+    while the weights are read) or the generator is closed: the half-written copy is removed."""
     path = os.path.expanduser(path)
     if not is_gguf_file(path) or imported_folder(path, dtype):
         return
     messages: queue.Queue = queue.Queue()
     outcome: list[BaseException] = []
+    cancel = threading.Event()
+
+    def stopping() -> bool:
+        return cancel.is_set() or (should_stop is not None and should_stop())
 
     def work() -> None:
         try:
-            import_gguf(path, dtype, lambda f, m: messages.put(f"{m} [{f:.0%}]"))
+            import_gguf(path, dtype, lambda f, m: messages.put(f"{m} [{f:.0%}]"), stopping)
         except BaseException as exc:  # handed to the caller's thread below
             outcome.append(exc)
         finally:
@@ -437,10 +459,17 @@ def import_events(path: str, dtype: str, step: int = 0) -> Iterator[LogMessage]:
 
     worker = threading.Thread(target=work, name="gguf-import", daemon=True)
     worker.start()
-    while (message := messages.get()) is not None:
-        yield LogMessage(step, "info", message)
-    worker.join()
+    try:
+        while (message := messages.get()) is not None:
+            yield LogMessage(step, "info", message)
+    finally:  # closed early (the consumer stopped): stop the import, wait for its clean-up
+        cancel.set()
+        worker.join()
     if outcome:
+        if isinstance(outcome[0], ImportStopped):
+            raise ImportStopped(
+                f"Stopped while importing {os.path.basename(path)}; nothing was kept."
+            )
         raise outcome[0]
 
 

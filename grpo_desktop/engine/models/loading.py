@@ -320,16 +320,17 @@ def import_dtype(cfg: TrainConfig, for_inference: bool = False) -> str:
     return str(stored).removeprefix("torch.")
 
 
-def model_import_events(cfg: TrainConfig, step: int = 0):
+def model_import_events(cfg: TrainConfig, step: int = 0, should_stop=None):
     """The progress of importing the config's model when it is a GGUF file not yet imported,
-    as log events (gguf_import.py `import_events`); nothing for any other model."""
+    as log events (gguf_import.py `import_events`); nothing for any other model. Once
+    `should_stop()` is true the import stops, removes what it wrote and raises ImportStopped."""
     from grpo_desktop.engine.config import validate
     from grpo_desktop.engine.models.gguf_import import import_events
 
     name = cfg.model.name_or_path.strip()
     if name.startswith(BUILTIN_PREFIX) or validate(cfg):  # settings to fix: say that first
         return iter(())
-    return import_events(ollama_model_file(name) or name, import_dtype(cfg), step)
+    return import_events(ollama_model_file(name) or name, import_dtype(cfg), step, should_stop)
 
 
 def load_policy(

@@ -24,6 +24,7 @@ from grpo_desktop.engine.data.dataset import Example, load_data
 from grpo_desktop.engine.data.sources import FILE_EXTENSIONS, open_source
 from grpo_desktop.engine.errors import DataError, UserError
 from grpo_desktop.engine.grpo.evaluate import EVAL_BATCH, _answer_batches
+from grpo_desktop.engine.models.loading import model_import_events
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission
 from grpo_desktop.engine.rewards.task_score import accuracy_verdicts_for
 from grpo_desktop.engine.runs.files import read_run_config
@@ -224,6 +225,7 @@ def compare_run(
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
     fallback: TrainConfig | None = None,
+    importing: Callable[[str], None] | None = None,
 ) -> Comparison:
     """Load the run once and compare side `a` with side `b`.
 
@@ -235,7 +237,8 @@ def compare_run(
     output_dir is loaded and scored with the config engine/variants/trl_config.py builds for it
     (`fallback`'s data and rewards when no exported settings are beside it; the defaults when
     None). Bad input (no checkpoint, unknown step, unreadable problem file) raises UserError
-    before any model is loaded."""
+    before any model is loaded. A GGUF model not yet imported is imported first, each progress
+    line told to `importing(text)`; `cancel` stops the import too (ImportStopped)."""
     if is_trl_output(run_dir):
         cfg = trl_run_config(run_dir, fallback or TrainConfig()).config
     else:
@@ -243,6 +246,10 @@ def compare_run(
     variants = run_variants(run_dir)
     pick_sides(variants, a, b, run_dir)
     examples, source = compare_problems(cfg, n, seed, problems)
+    stop = cancel.is_set if cancel is not None else None
+    for event in model_import_events(cfg, should_stop=stop):
+        if importing is not None:
+            importing(event.message)
     mv = ModelVariants(cfg, run_dir, remote_code=remote_code, variants=variants)
     try:
         return run_comparison(mv, a, b, examples, source=source, progress=progress, cancel=cancel)

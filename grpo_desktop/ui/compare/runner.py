@@ -48,6 +48,7 @@ class CompareWorker(JobWorker):
 
     progressed = Signal(int, int)  # answers done, answers in all (2 per problem)
     compared = Signal(object)  # engine.variants.compare.Comparison
+    importing = Signal(str)  # a GGUF model's import, as it goes (before any answer)
 
     doing = "The comparison"
     out_of_memory = (
@@ -75,6 +76,7 @@ class CompareWorker(JobWorker):
                 progress=self.progressed.emit,
                 cancel=self.cancel_event,
                 fallback=r.config,
+                importing=self.importing.emit,
             )
         )
 
@@ -85,6 +87,7 @@ class CompareRunner(JobRunner):
 
     progressed = Signal(int, int)
     compared = Signal(object)
+    importing = Signal(str)
 
     thread_name = THREAD_NAME
     busy_message = "A comparison is already running."
@@ -93,4 +96,5 @@ class CompareRunner(JobRunner):
         worker = CompareWorker(request, self.cancel_event)
         worker.progressed.connect(self.progressed)
         worker.compared.connect(self.compared)
+        worker.importing.connect(self.importing)
         self._launch(worker)

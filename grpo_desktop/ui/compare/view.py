@@ -17,6 +17,7 @@ Try it: the Compare tab after a run; tests/ui/compare/test_compare.py.
 from __future__ import annotations
 
 import os
+import re
 import time
 
 from PySide6.QtCore import Qt
@@ -120,7 +121,7 @@ class CompareView(QWidget):
         self.side_b.currentIndexChanged.connect(self._update_state)
         self.message_bar.details_requested.connect(self._on_message_bar_details_requested)
         connect_slots(self.runner, self, "progressed", "compared", "failed", "finished",
-                      name="runner")  # fmt: skip
+                      "importing", name="runner")  # fmt: skip
         connect_slots(self.model, self, "state_changed", "session_replaced", "checkpoint_saved")
         self._show_progress(False)
         self.refresh()
@@ -271,6 +272,13 @@ class CompareView(QWidget):
             left = (now - t_first) / (done - d_first) * (total - done)
             text += f" · about {duration(left)} left"
         self.progress_label.setText(text)
+
+    def _on_runner_importing(self, text: str) -> None:
+        """A GGUF model is imported before the first answer: its own progress and time left."""
+        fraction = re.search(r"\[(\d+)%\]$", text)
+        self.progress.setRange(0, 100)
+        self.progress.setValue(int(fraction.group(1)) if fraction else 0)
+        self.progress_label.setText(re.sub(r"\s*\[\d+%\]$", "", text))
 
     def _on_runner_compared(self, comparison) -> None:
         if self._asked_for == self.run_dir():  # not a session left since

@@ -81,6 +81,7 @@ class TryWorker(JobWorker):
         self._request, self._held = request, held
 
     def work(self) -> None:
+        from grpo_desktop.engine.models.loading import model_import_events
         from grpo_desktop.engine.variants.run_variants import ModelVariants, run_variants
         from grpo_desktop.engine.variants.try_model import TrySettings, answer_prompt, run_config
 
@@ -93,6 +94,10 @@ class TryWorker(JobWorker):
         key = (run_dir, json.dumps(loading, sort_keys=True), tuple(v.key for v in variants))
         if held.key != key:
             held.close()
+            # A GGUF model is imported once before it loads: its progress on each side
+            for event in model_import_events(cfg, should_stop=self.cancel_event.is_set):
+                for side, _ in req.sides:
+                    self.status_changed.emit(side, event.message)
             for side, _ in req.sides:
                 self.status_changed.emit(side, "Loading the model…")
             held.variants = ModelVariants(
