@@ -12,6 +12,7 @@ exports without the checker); its train.py asks again where the code is not trus
     grpo-desktop export runs/demo --format merged --out exports/demo-merged
     grpo-desktop export my-run.grpo --format gguf --outtype q8_0 --out exports/q8
     grpo-desktop export my.json --format trl --out trl-project
+    grpo-desktop export my-run.grpo --format gguf     (into "my-run exports/", beside it)
 """
 
 from __future__ import annotations
@@ -42,7 +43,12 @@ def add_parser(sub) -> None:
         help="adapter: the PEFT LoRA folder; merged: the whole model (transformers); gguf: one "
         ".gguf file and an Ollama Modelfile; trl: a TRL + accelerate project",
     )
-    x.add_argument("--out", required=True, metavar="DIR", help="the folder to write (new or empty)")
+    x.add_argument(
+        "--out",
+        metavar="DIR",
+        help="the folder to write (new or empty); default: a new one in '<name> exports' beside "
+        "the session, run or settings file",
+    )
     x.add_argument(
         "--checkpoint", type=int, metavar="STEP", help="the checkpoint's step (default: the newest)"
     )
@@ -106,6 +112,16 @@ def _session_folder(source: str) -> tuple[str, ...]:
 
 class _Bad(Exception):
     pass
+
+
+def _default_out(args, step: int | None) -> str:
+    """Where the export goes without --out: a new folder in '<name> exports' beside the source
+    (engine/export/location.py), said on stderr."""
+    from grpo_desktop.engine.export.location import default_export_dir
+
+    out = default_export_dir(args.source, args.format, step, args.outtype)
+    print(f"grpo-desktop: no --out given, so the export goes into {out}", file=sys.stderr)
+    return out
 
 
 def _progress(quiet: bool):
@@ -179,10 +195,11 @@ def cmd_export(args) -> int:
             )
             if refusal:
                 return fail(refusal)
+        out = args.out or _default_out(args, None if args.format == "trl" else plan.step)
         result = export(
             source,
             args.format,
-            args.out,
+            out,
             checkpoint=args.checkpoint,
             outtype=args.outtype,
             force=args.force,

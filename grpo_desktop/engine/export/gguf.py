@@ -2,7 +2,8 @@
 
 `write_gguf(model_dir, out_dir, outtype="f16"|"q8_0")` reads a folder written by
 `save_pretrained` (the `merged` export writes exactly that) and writes
-`out_dir/<name>-<outtype>.gguf` with the `gguf` package (maintained by llama.cpp: its writer, its
+`out_dir/<name>-<outtype>.gguf` (a name ending in the format, as the export folder's default
+'…-gguf-f16' does, is not given the outtype twice) with the `gguf` package (maintained by llama.cpp: its writer, its
 constants, its q8_0 quantizer), plus an Ollama `Modelfile` next to it (export/modelfile.py). The
 tensors are prepared by export/gguf_tensors.py, the vocabulary by export/gguf_vocab.py.
 
@@ -168,8 +169,13 @@ def _metadata(writer, config, arch: str, facts: dict, vocab, tok, eos, name: str
 
 
 def _file_name(name: str, outtype: str) -> str:
+    """'<name>-<outtype>.gguf'; a name that already ends in the format ('demo-step40-gguf-f16',
+    the export folder's default name) loses that ending, so the outtype is said once."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "model"
-    return f"{safe}-{outtype}.gguf"
+    ending = re.compile(rf"[-_.](?:gguf[-_.])?{re.escape(outtype)}$|[-_.]gguf$", re.I)
+    stem = ending.sub("", safe).strip("-.")
+    stem = ending.sub("", stem).strip("-.")  # 'x-f16-gguf' → 'x-f16' → 'x'
+    return f"{stem or safe}-{outtype}.gguf"
 
 
 def _check_space(out_dir: str, needed: int) -> None:

@@ -5,7 +5,8 @@ model, the output's dtype and expected size, and the user-facing errors for a ba
 CLI's questions before anything is loaded: which checkpoint (the newest whole one, or step
 `checkpoint`), which base model the adapter needs (a folder, a hub id, or the built-in demo's
 folder), the dtype the result is written in and why (a 4-bit or 8-bit run merges into bfloat16),
-and how many bytes it takes (read from the safetensors headers, nothing loaded).
+and how many bytes it takes (read from the safetensors headers, nothing loaded; a TRL project
+is written into a temporary folder and counted, so the size shown is the size written).
 export/pipeline.py does the writing; this module only reads. Errors a user can act on are
 `ExportError` (a UserError): no checkpoint yet, a damaged or missing step, a missing base model,
 a format that does not fit the run, a symbolic link in the checkpoint that leads out of the run
@@ -44,7 +45,7 @@ TOKENIZER_FILES = (
     "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json",
 )  # fmt: skip
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
-TRL_BYTES = 200_000  # a TRL project: scripts, configs, README (generous)
+TRL_BYTES = 200_000  # a TRL project's scripts, configs, README: when its data cannot be read
 
 
 class ExportError(UserError):
@@ -237,17 +238,68 @@ def shipped_builtin_model(name: str) -> str | None:
 
 
 def _plan_trl(source, fmt: str) -> ExportPlan:
-    """The TRL project: its scripts and configs, and the built-in model it copies into model/
-    (a model folder or hub id is named, not copied)."""
+    """The TRL project: its scripts and configs, its data files, and the built-in model it
+    copies into model/ (a model folder or hub id is named, not copied), measured."""
     if isinstance(source, TrainConfig):
         cfg = source
     elif os.path.isdir(source):
         cfg = read_config(source)
     else:
         cfg = load_config(source)
-    model = shipped_builtin_model(cfg.model.name_or_path)
-    size = TRL_BYTES + (folder_bytes(model) if model else 0)
-    return ExportPlan(fmt, cfg, result_bytes=size, needed_bytes=size)
+    plan = ExportPlan(fmt, cfg)
+    measured = trl_project_bytes(cfg)
+    if measured is None:  # a hub dataset not in the local cache: its rows are not known here
+        model = shipped_builtin_model(cfg.model.name_or_path)
+        measured = TRL_BYTES + (folder_bytes(model) if model else 0)
+        plan.notes.append(
+            f"The size is not known ahead: the data comes from the hub dataset "
+            f"'{cfg.data.path}', which is not in the local cache yet (the project holds its "
+            "rows)."
+        )
+    plan.result_bytes = plan.needed_bytes = measured
+    return plan
+
+
+_measured: dict[tuple, int] = {}  # the last measurement (the Export dialog asks on every change)
+
+
+def trl_project_bytes(cfg: TrainConfig) -> int | None:
+    """What the TRL project for `cfg` takes on disk, exactly: the project is written into a
+    temporary folder and counted (its data files and the built-in model's copy are most of it,
+    and only writing them says their size). None for a hub dataset that is not cached, which
+    would be downloaded. Raises what writing the project raises (ConfigError, DataError)."""
+    import tempfile
+
+    from grpo_desktop.engine.export.trl_project import write_trl_project
+
+    if cfg.data.source == "hub" and not _hub_cached(cfg):
+        return None
+    key = (json.dumps(cfg.to_dict(), sort_keys=True, default=str), _data_stamp(cfg))
+    if key not in _measured:
+        with tempfile.TemporaryDirectory(prefix="grpo-trl-size-") as folder:
+            project = os.path.join(folder, "project")
+            write_trl_project(cfg, project)
+            _measured.clear()
+            _measured[key] = folder_bytes(project)
+    return _measured[key]
+
+
+def _hub_cached(cfg: TrainConfig) -> bool:
+    from grpo_desktop.engine.data.sources import _cached_subsets, _datasets_cache_dir
+
+    _root, subsets = _cached_subsets(cfg.data, _datasets_cache_dir())
+    return bool(subsets) and (not cfg.data.subset or cfg.data.subset in subsets)
+
+
+def _data_stamp(cfg: TrainConfig) -> tuple:
+    """The data file's size and time of change, so an edited file is measured again."""
+    if cfg.data.source not in ("file", "disk"):
+        return ()
+    try:
+        info = os.stat(os.path.expanduser(cfg.data.path))
+    except OSError:
+        return ()
+    return (info.st_size, info.st_mtime_ns)
 
 
 def plan_export(

@@ -2,7 +2,8 @@
 TRL project, with a progress bar and Cancel, then "Open folder" and "Copy path".
 
 The dialog lists the run's checkpoints (newest first), the formats with a line on what each is
-for, the output folder (typed, or chosen with Choose…: an empty folder is used as it is, a
+for, the output folder (by default a new folder in '<session> exports' beside the session,
+engine/export/location.py; typed, or chosen with Choose…: an empty folder is used as it is, a
 non-empty one gets a new folder inside named after the run, step and format), and the expected
 size read from the files before anything is loaded (engine/export/plan.py; for a 4-bit or 8-bit
 run's merged or GGUF export it says why the result is bfloat16 and how large). Export runs
@@ -37,6 +38,7 @@ from PySide6.QtWidgets import (
 )
 
 from grpo_desktop.engine.errors import UserError
+from grpo_desktop.engine.export.location import exports_folder, unused
 from grpo_desktop.engine.export.plan import plan_export
 from grpo_desktop.engine.units import size_text
 from grpo_desktop.ui.common.slots import connect_slots
@@ -189,7 +191,8 @@ class ExportDialog(QDialog):
         return f"{self._session_name()}{step}-{kind}".replace(" ", "-")
 
     def _default_parent(self) -> str:
-        return os.path.dirname(os.path.abspath(self.model.doc.path))
+        """'<session> exports' beside the session (a visible folder for an untitled one)."""
+        return exports_folder(self.model.doc.path)
 
     def _plan(self):
         _label, fmt, outtype = self.chosen()
@@ -202,7 +205,9 @@ class ExportDialog(QDialog):
         _label, fmt, _outtype = self.chosen()
         self.format_note.setText(FORMATS[self.format_box.currentIndex()][3])
         if not self._out_typed:
-            self.out_edit.setText(os.path.join(self._default_parent(), self._suggested_name()))
+            self.out_edit.setText(
+                unused(os.path.join(self._default_parent(), self._suggested_name()))
+            )
         self.checkpoints.setEnabled(fmt != "trl")
         problem = TRAINING if self.model.running else ""
         self.reason_label.hide()

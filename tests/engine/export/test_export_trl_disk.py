@@ -21,7 +21,7 @@ import sys
 import pytest
 
 from grpo_desktop.engine.config.demo import demo_config
-from grpo_desktop.engine.export.plan import TRL_BYTES, plan_export, shipped_builtin_model
+from grpo_desktop.engine.export.plan import plan_export, shipped_builtin_model
 from tests.support.export_runs import small_demo
 from tests.support.hazards import ROOT, mount_problem, unshare
 
@@ -43,15 +43,24 @@ with open(out_json, "w") as fh:
 """
 
 
-def test_the_trl_plan_counts_the_model_it_copies():
+def test_the_trl_plan_says_the_size_the_project_takes(tmp_path):
+    """The size the Export dialog shows for a TRL project is what the export writes, byte for
+    byte: the built-in model it copies, the data files, the scripts (issue 27 §5)."""
+    from grpo_desktop.engine.export.pipeline import export
+    from grpo_desktop.engine.units import folder_bytes
+
     model = shipped_builtin_model("builtin:demo")
     if model is None:
         pytest.skip("the demo model is not shipped in this checkout")
     size = sum(os.path.getsize(os.path.join(model, f)) for f in os.listdir(model))
     plan = plan_export(demo_config(), "trl")
-    assert plan.needed_bytes == plan.result_bytes == TRL_BYTES + size
-    hub = plan_export(demo_config().replace(model={"name_or_path": "Qwen/Qwen2.5-0.5B"}), "trl")
-    assert hub.needed_bytes == TRL_BYTES  # a hub id is named in the project, not copied
+    export(demo_config(), "trl", str(tmp_path / "demo"))
+    assert plan.needed_bytes == plan.result_bytes == folder_bytes(tmp_path / "demo")
+    assert plan.result_bytes > size  # the model's copy is in it
+    hub_cfg = demo_config().replace(model={"name_or_path": "Qwen/Qwen2.5-0.5B"})
+    hub = plan_export(hub_cfg, "trl")
+    export(hub_cfg, "trl", str(tmp_path / "hub"))
+    assert hub.result_bytes == folder_bytes(tmp_path / "hub") < size  # named, not copied
 
 
 def test_a_full_disk_refuses_or_cleans_up_the_trl_export(tmp_path):
