@@ -302,6 +302,12 @@ class MainWindow(LearnAndHelp, QMainWindow):
             self.docks["dataset"].show()
             self.docks["dataset"].raise_()
             return False
+        blocker = self.model_panel.start_blocker()
+        if blocker:  # a hub id not cached while offline: the run would fail after a minute
+            self.show_message("error", f"Cannot start: {blocker}")
+            self.docks["model"].show()
+            self.docks["model"].raise_()
+            return False
         resume = not fresh and self.model.can_continue()
         if not self.session.check_model_code(self.model.doc.path, resume):
             return False  # the model's own code stays off: nothing that would run it starts

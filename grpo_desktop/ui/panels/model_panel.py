@@ -9,7 +9,8 @@ trained): choosing one puts its file (an Ollama blob has no .gguf suffix) into
 model.name_or_path. Both scans run off the GUI thread. A GGUF model gets a note saying what
 happens to it: imported once (dequantized into a model folder in the app's cache, reused next
 time; engine/models/gguf_import.py), and, from a quantized file, a little below the original
-model; one transformers cannot read gets an error note naming what it reads. 4-bit quantization is disabled, with the reason, when the device probe finds no CUDA GPU.
+model; one transformers cannot read gets an error note naming what it reads. `start_blocker`
+tells Start at once that a hub id not in the cache cannot be downloaded while offline. 4-bit quantization is disabled, with the reason, when the device probe finds no CUDA GPU.
 Edits go to the session model only.
 Try it: tests/ui/panels/test_panels.py, tests/ui/panels/test_model_list.py.
 """
@@ -17,6 +18,7 @@ Try it: tests/ui/panels/test_panels.py, tests/ui/panels/test_model_list.py.
 from __future__ import annotations
 
 import os
+import re
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
@@ -58,6 +60,37 @@ BUILTIN = "builtin:demo"
 NO_DOUBLE_QUANT = "Only for 4-bit quantization: choose 4-bit above to use it."
 NO_LORA = "Off while Use LoRA is off: tick Use LoRA to train adapters of this size."
 LORA_DETAILS = ("r", "alpha", "dropout", "target_modules")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # 'Qwen/Qwen2.5-0.5B-Instruct', 'gpt2'
+
+
+def hub_id_of(value: str) -> str | None:
+    """`value` when it names a model on the Hugging Face hub (not builtin:, a file, a folder or an
+    Ollama model on this computer), else None."""
+    name = value.strip()
+    if not name or name.startswith("builtin:") or not HUB_ID.match(name):
+        return None
+    if os.path.exists(os.path.expanduser(name)) or ollama_model_file(name):
+        return None
+    return name
+
+
+def offline_blocker(value: str) -> str:
+    """Why a run of model `value` cannot start now: a hub id that is not in the local cache
+    while the hub cannot be reached (offline mode, or no connection: checked within 3 s and
+    remembered 30 s). The run would otherwise fail after a minute of retries; '' when it can."""
+    from grpo_desktop.engine.data.hub import (
+        cached_model_folder,
+        hub_reachable,
+        offline_mode,
+        offline_model_message,
+    )
+
+    name = hub_id_of(value)
+    if name is None or cached_model_folder(name) is not None:
+        return ""
+    if offline_mode() or not hub_reachable():
+        return offline_model_message(name)
+    return ""
 NO_CUDA = "4-bit needs a CUDA GPU, and PyTorch sees none on this computer."
 PATH_ROLE = Qt.ItemDataRole.UserRole
 
@@ -393,6 +426,9 @@ class ModelPanel(QWidget):
         self._select_local()
         self._update_quant_note()
         self._update_dependent_fields()
+        name = hub_id_of(value)
+        if name is not None:  # ask the network now, so that Start's check is instant
+            self.tasks.submit("hub", lambda: offline_blocker(name), lambda *_r: None)
 
     def _update_dependent_fields(self) -> None:
         """Double quantization only acts on 4-bit weights, and the LoRA sizes only with LoRA on:
@@ -407,6 +443,10 @@ class ModelPanel(QWidget):
         set_note(
             self.model_note, "\n".join(messages_for(self.model.problems(), "model", "name_or_path"))
         )
+
+    def start_blocker(self) -> str:
+        """Why Start cannot run this model now (an uncached hub id while offline), else ''."""
+        return offline_blocker(self.model.value("model", "name_or_path"))
 
     # -- for tests and the window
 
