@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grpo_desktop.engine.checker import sandbox
-from grpo_desktop.engine.checker.child import MAX_TEXT
+from grpo_desktop.engine.checker.child import MAX_TEXT, clean_reply
 from grpo_desktop.engine.checker.source import LABEL, compile_checker
 from grpo_desktop.engine.errors import CheckerError
 
@@ -38,6 +38,10 @@ __all__ = ["CheckResult", "CheckerProcess", "compile_checker", "test_checker"]
 DEFAULT_MEMORY_MB = 2048
 _KEEP_OUTPUT = 16384  # bytes of a child's output the parent keeps (the rest is read and dropped)
 _INCIDENTS = 50
+# An answer is one short JSON line; a longer one (code that wrote to the reply pipe itself) is
+# dropped unread, so a hostile checker cannot make the parent hold or store a huge text.
+MAX_REPLY = 65536
+_OVERSIZED = b"oversized"
 # A batch whose first calls all time out stops calling check() for the rest of it: a checker
 # that hangs on every answer costs these calls' time limits per step, not every answer's.
 GIVE_UP_AFTER = 3
@@ -134,7 +138,13 @@ class _Child:
 
     def _read_replies(self) -> None:
         try:
-            for line in self.proc.stdout:
+            while line := self.proc.stdout.readline(MAX_REPLY + 1):
+                if len(line) > MAX_REPLY:  # read the rest of it and drop it
+                    while (rest := self.proc.stdout.readline(MAX_REPLY)) and not rest.endswith(
+                        b"\n"
+                    ):
+                        pass
+                    line = _OVERSIZED
                 self.replies.put(line)
         except (OSError, ValueError):
             pass
@@ -158,13 +168,15 @@ class _Child:
         line = self.replies.get(timeout=timeout)
         if line is None:
             return None
+        if line is _OVERSIZED:
+            return {"error": f"the checker process sent an answer over {MAX_REPLY:,} bytes"}
         try:
             msg = json.loads(line)
         except ValueError:
             msg = None
         if not isinstance(msg, dict):
             return {"error": "the checker process sent something that is not an answer"}
-        return msg
+        return clean_reply(msg)  # capped and cleaned again here: the child's code is not trusted
 
     def exited(self) -> bool:
         """Whether the process has ended, without reaping it (its id stays ours until stop())."""
