@@ -6,8 +6,9 @@ credit (all-or-nothing or per tag) has a line saying why it matters: under all-o
 that never writes all the tags gets no format signal at all. The
 custom checker is Python (`check(completion, answer, prompt) -> float`) in an editor with line
 numbers, compiled as you type (nothing runs); "Test checker" runs it in a separate process on
-sample completions (the latest rollouts when there are any), showing each score or error and
-marking the line it failed on. "Test on a file…" scores a JSONL file of samples with all these
+sample answers (the latest rollouts when there are any, else answers written for the dataset's
+first problems with their gold answers: panels/checker_samples.py), showing each score or error,
+where the samples came from, and marking the line it failed on. "Test on a file…" scores a JSONL file of samples with all these
 settings and shows a table (panels/score_dialog.py), as `grpo-desktop score` does.
 
 Checker code that came with a session or settings file from elsewhere and was not trusted yet is
@@ -16,6 +17,8 @@ Code typed here is the user's own and may run. Try it: tests/ui/panels/test_pane
 """
 
 from __future__ import annotations
+
+import copy
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor
@@ -38,6 +41,7 @@ from grpo_desktop.ui.common.code_editor import CodeEditor
 from grpo_desktop.ui.common.form import ConfigForm, tooltip_for
 from grpo_desktop.ui.common.tasks import BackgroundTasks
 from grpo_desktop.ui.common.widgets import SliderSpin, note_label, set_note, wrapped_label
+from grpo_desktop.ui.panels.checker_samples import dataset_samples
 from grpo_desktop.ui.panels.score_dialog import ScoreFileRow
 from grpo_desktop.ui.session.model import UNTRUSTED_CHECKER
 
@@ -48,22 +52,11 @@ def check(completion, answer, prompt):
     return 1.0 if answer.strip() in lines[-1] else 0.0
 '''
 
-# Used by "Test checker" before any run has produced rollouts: (completion, answer, prompt).
-SAMPLE_COMPLETIONS = [
-    ("<think>17 × 24 = 340 + 68 = 408</think><answer>408</answer>", "408", "What is 17 × 24?"),
-    (
-        "<think>17 × 20 = 340, plus 4 × 17 = 58</think><answer>398</answer>",
-        "408",
-        "What is 17 × 24?",
-    ),
-    ("The answer is 408", "408", "What is 17 × 24?"),
-    ("<answer>398 or 408</answer>", "408", "What is 17 × 24?"),
-    ("", "408", "What is 17 × 24?"),
-]
 SAMPLES_FROM_ROLLOUTS = 8
 TEST_TIP = (
-    "Run check() in a separate process on sample completions (the latest rollouts when a run has "
-    "produced some) and show each score or error."
+    "Run check() in a separate process on sample answers and show each score or error: the "
+    "latest answers of the run, or before any run answers written for the first problems of "
+    "your dataset with their gold answers."
 )
 
 
@@ -73,6 +66,7 @@ class RewardPanel(QWidget):
         self.model = model
         self.tasks = BackgroundTasks(self)
         self.results: list = []
+        self.tested_on = ""  # where the last test's samples came from
 
         self.accuracy = SliderSpin(0.0, 100.0, 5.0)
         self.accuracy.setObjectName("rewards.accuracy_weight")
@@ -299,10 +293,10 @@ class RewardPanel(QWidget):
     # -- testing
 
     def samples(self) -> list[tuple[str, str, str]]:
+        """The latest rollouts' answers; [] before a run has any (the dataset's problems are
+        read in the test's background job then: panels/checker_samples.py)."""
         rows = self.model.history.rollouts.latest_rows()[:SAMPLES_FROM_ROLLOUTS]
-        if rows:
-            return [(r["completion"], r["answer"], r["prompt"]) for r in rows]
-        return list(SAMPLE_COMPLETIONS)
+        return [(r["completion"], r["answer"], r["prompt"]) for r in rows]
 
     def _current_rewards(self):
         """The reward settings as shown (checker code being typed is written through first)."""
@@ -321,17 +315,29 @@ class RewardPanel(QWidget):
         if not self.model.checker_trusted():
             self.test_status.setText("Trust the checker first.")
             return
-        samples = self.samples()
+        rollouts = self.samples()
+        data = copy.deepcopy(self.model.config.data)
+        r = self.model.config.rewards
+        tags = (r.think_tag, r.answer_tag)
         self._tested_source = source
-        timeout = self.model.config.rewards.checker_timeout_s
-        memory = self.model.config.rewards.checker_memory_mb
+        timeout, memory = r.checker_timeout_s, r.checker_memory_mb
+
+        def job():
+            if rollouts:
+                n = len(rollouts)
+                where = f"the run's latest {n} answer{'s' if n > 1 else ''}"
+                samples = rollouts
+            else:
+                samples, where = dataset_samples(data, *tags)
+            return samples, where, test_checker(source, samples, timeout, memory)
+
         self.test_button.setEnabled(False)
-        self.test_status.setText(f"Testing on {len(samples)} samples…")
-        self.tasks.submit(
-            "test",
-            lambda: (samples, test_checker(source, samples, timeout, memory)),
-            self._on_test_done,
+        self.test_status.setText(
+            "Testing on the run's latest answers…"
+            if rollouts
+            else "Testing on answers written for your dataset's first problems…"
         )
+        self.tasks.submit("test", job, self._on_test_done)
 
     def _on_test_done(self, result, error) -> None:
         self.test_button.setEnabled(True)
@@ -348,8 +354,9 @@ class RewardPanel(QWidget):
             self.editor.mark_error_line(_line_of(message))
             self.results = []
             return
-        samples, results = result
+        samples, where, results = result
         self.results = results
+        self.tested_on = where
         failed = [r for r in results if r.error]
         self.model.record_checker_test(
             self._tested_source, len(failed), len(results), failed[0].error if failed else ""
@@ -357,10 +364,11 @@ class RewardPanel(QWidget):
         self.test_status.setText(
             f"{len(results) - len(failed)} scored, {len(failed)} failed"
             + (f" (first failure at line {failed[0].line})" if failed and failed[0].line else "")
+            + f". Tested on {where}."
         )
         self.editor.mark_error_line(next((r.line for r in failed if r.line), None))
         self.results_table.setRowCount(len(results))
-        for i, ((completion, answer, _prompt), res) in enumerate(zip(samples, results)):
+        for i, ((completion, answer, prompt), res) in enumerate(zip(samples, results)):
             cells = [
                 completion.replace("\n", " ⏎ ")[:200],
                 answer,
@@ -369,7 +377,9 @@ class RewardPanel(QWidget):
             ]
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
-                item.setToolTip(completion if col == 0 else text)
+                item.setToolTip(
+                    f"Problem: {prompt}\n\nAnswer: {completion or '(empty)'}" if col == 0 else text
+                )
                 if res.error:
                     item.setForeground(QColor("#b3261e"))
                 self.results_table.setItem(i, col, item)

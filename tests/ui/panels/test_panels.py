@@ -242,10 +242,11 @@ def test_test_checker_shows_each_score_or_error_with_its_line(qtbot, model):
     panel.test_checker()
     qtbot.waitUntil(lambda: panel.test_button.isEnabled(), timeout=30_000)
     table = panel.results_table
-    assert table.rowCount() == 5  # the built-in samples, before any run
-    scores = [table.item(i, 2).text() for i in range(5)]
-    assert scores[:4] == ["1", "0", "1", "1"] and scores[4] == ""  # "398 or 408" contains 408
-    assert "ValueError at line 3" in table.item(4, 3).text()
+    # before any run: right, wrong and plain answers to the dataset's first 3 problems, one empty
+    assert table.rowCount() == 10
+    scores = [table.item(i, 2).text() for i in range(10)]
+    assert scores[:9] == ["1", "0", "1"] * 3 and scores[9] == ""
+    assert "ValueError at line 3" in table.item(9, 3).text()
     assert panel.editor.error_line == 3
     assert model.value("rewards", "custom_checker") == CHECKER
 
