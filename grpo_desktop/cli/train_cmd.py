@@ -169,7 +169,7 @@ def _ended_before_first_step(run_dir: str) -> str | None:
         return None
     try:
         events = read_events(events_path(run_dir))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # (a line nested thousands deep)
         return None
     if not events or any(e.type in ("step", "rollouts", "checkpoint") for e in events):
         return None

@@ -262,3 +262,16 @@ def test_a_deeply_nested_config_file_is_refused_by_train(tmp_path):
     code, err = cli("train", str(config), "--out", str(tmp_path / "out"), "--quiet")
     _refused(code, err, "deep.json: The config's brackets nest too deeply to read")
     assert not (tmp_path / "out").exists()
+
+
+def test_train_resume_on_a_folder_whose_only_log_nests_too_deeply_exits_2(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    deep = "[" * DEEP + "]" * DEEP
+    (run / "events.jsonl").write_text(
+        f'{{"type": "log", "step": 0, "level": "info", "message": {deep}}}\n'
+    )
+    before = tree(str(run))
+    code, err = cli("train", "--resume", str(run), "--quiet")
+    _refused(code, err, str(run))
+    assert tree(str(run)) == before
