@@ -10,11 +10,18 @@ CPU against bench/estimate.py's five shapes and bench/realistic.py's workload, p
 (bench/README.md); the CUDA ones come from host-time measurements of an eager decode step and
 are not yet checked on a GPU. Torch-free, like formulas.py.
 
+On the CPU the throughput is measured in a fraction of a second, at one moment: another program
+busy then makes every estimate of that session slower, and one busy now makes the run slower.
+`seconds_range` turns the estimate into the range between the idle machine and the load now
+(issue 27: the same settings read 2.5 s and 6.6 s a step at different moments), from
+`machine_load`'s load average.
+
 Try it:  grpo-desktop estimate --demo  (its "Step" line)
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from grpo_desktop.engine.estimate.formulas import (
@@ -101,3 +108,26 @@ def seconds(shape: ModelShape, p: Params, s: Settings, dev: Device, rows: int) -
     optimizer = trainable(p, s) * OPTIMIZER_BYTES_PER_WEIGHT / max(dev.bandwidth, 1.0)
     training = extra * forward + s.num_iterations * (forward + backward + optimizer)
     return {"sampling": float(sampling), "training": float(training)}
+
+
+def machine_load() -> tuple[float, int] | None:
+    """(the 1-minute load average, the number of cores), or None where the system keeps no load
+    average (Windows)."""
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+    return float(load), max(1, os.cpu_count() or 1)
+
+
+def seconds_range(
+    seconds: float, measured: tuple[float, int] | None, now: tuple[float, int] | None
+) -> tuple[float, float]:
+    """(on an idle machine, under the load `now`) for a CPU estimate of `seconds` whose speed
+    was measured under the load `measured` (None: unknown, taken as idle). With L runnable
+    programs on C cores the run's threads get about C / (C + L) of them: the idle time is
+    seconds / (1 + L / C) for the load measured, and the time now that much longer again for
+    the load now."""
+    idle = seconds / (1 + measured[0] / measured[1]) if measured else seconds
+    busy = idle * (1 + now[0] / now[1]) if now else idle
+    return idle, max(busy, idle)

@@ -10,6 +10,8 @@ is restarted once and its request sent again; dying again is a one-line error an
 request tries afresh). `stop()` (the window's close, or the application quitting) closes its
 input, so it exits, and reaps it.
 
+Each result's device gets `speed_load`: the computer's load average when this child measured the
+CPU's speed (its first answer), which the view turns into a range (engine/estimate/timing.py).
 It does not compute anything itself or know what the estimate means (estimate_view.py does).
 Try it: tests/ui/panels/test_estimate.py.
 """
@@ -24,6 +26,7 @@ from typing import Any
 from PySide6.QtCore import QCoreApplication, QObject, QProcess, Signal
 
 import grpo_desktop
+from grpo_desktop.engine.estimate.timing import machine_load
 
 RESTARTS = 1  # a child that dies twice running one request gives up on that request
 STOP_WAIT_MS = 1000
@@ -76,6 +79,8 @@ class EstimateProcess(QObject):
         self._out = b""
         self._err = ""
         self._deaths = 0
+        # the computer's load when the child measured the CPU's speed (its first estimate)
+        self.speed_load: tuple[float, int] | None = None
         app = QCoreApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.stop)
@@ -135,6 +140,7 @@ class EstimateProcess(QObject):
         proc.finished.connect(self._on_proc_finished)
         proc.errorOccurred.connect(self._on_proc_error_occurred)
         self._proc, self._out, self._err = proc, b"", ""
+        self.speed_load = None  # a new child measures the speed again
         program, args = server_command()
         proc.start(program, args)
 
@@ -177,6 +183,10 @@ class EstimateProcess(QObject):
             result = None if error else message.get("result")
             if not error and not isinstance(result, dict):
                 error = "the estimate process gave no result"
+            if not error and isinstance(result.get("device"), dict):
+                if self.speed_load is None:  # the child timed the CPU for this estimate
+                    self.speed_load = machine_load()
+                result["device"]["speed_load"] = self.speed_load
             self.answered.emit(tag, result, error)
 
     def _on_proc_ready_read_standard_error(self) -> None:

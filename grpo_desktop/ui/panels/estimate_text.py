@@ -2,7 +2,8 @@
 hobbyist explanations, number formats, the fits / tight / will-not-fit verdict, and the lines the
 view shows for one estimate (`engine.estimate.fit.estimate_run`'s dict).
 
-Qt-free and engine-free (plain dicts in, strings out), so it is tested on its own; the view
+Qt-free and engine-free but for the step time's range (engine/estimate/timing.py, torch-free:
+plain dicts in, strings out), so it is tested on its own; the view
 (`estimate_view.py`) puts the strings in labels, `estimate_bar.py` draws the bar.
 Try it: tests/ui/panels/test_estimate.py.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 import html
 import os
 from typing import Any
+
+from grpo_desktop.engine.estimate.timing import seconds_range
 
 # (key in the estimate's "memory", label, what it is in hobbyist words): the legend's parts
 PARTS = (
@@ -220,13 +223,45 @@ def legend(r: dict) -> list[tuple[str, str, bool, list[str]]]:
     return out
 
 
-def time_line(r: dict) -> tuple[str, list[str]]:
-    """('≈ 7.4 s per step (rough)', tooltip lines by phase)."""
+def load_words(load: tuple[float, int] | None) -> str:
+    """'busy (load 1.9 on 2 cores)', 'idle', ... for a (load average, cores) pair."""
+    if load is None:
+        return "of unknown load"
+    share = load[0] / load[1]
+    how = "idle" if share < 0.25 else "partly busy" if share < 0.75 else "busy"
+    return f"{how} (load {load[0]:.1f} on {load[1]} cores)"
+
+
+def time_line(r: dict, now: tuple[float, int] | None = None) -> tuple[str, list[str]]:
+    """('≈ 3.4–6.6 s per step (rough; …)', tooltip lines by phase). On the CPU, a range from
+    an idle computer to the load `now` (engine/estimate/timing.py), since the speed was measured
+    at one moment under `device.speed_load`; a GPU's time is one figure."""
     value = r.get("seconds_per_step")
-    text = f"≈ {seconds_text(value)} per step (rough)" if value else "Time per step: no estimate"
     detail = r.get("seconds_detail") or {}
     lines = [f"{k}: {seconds_text(v)}" for k, v in detail.items() if isinstance(v, (int, float))]
-    return text, lines
+    if not value:
+        return "Time per step: no estimate", lines
+    device = r.get("device") or {}
+    if device.get("kind") != "cpu":
+        return f"≈ {seconds_text(value)} per step (rough)", lines
+    measured = device.get("speed_load")
+    measured = tuple(measured) if measured else None
+    low, high = seconds_range(value, measured, now)
+    lines.append(
+        f"This computer's speed was measured while it was {load_words(measured)}; it is "
+        f"{load_words(now)} now. Other programs slow the run: the range goes from an idle "
+        "computer to the load now."
+    )
+    if seconds_text(low) == seconds_text(high):
+        return f"≈ {seconds_text(low)} per step (rough; this computer is {load_words(now)})", lines
+    low_text, high_text = seconds_text(low), seconds_text(high)
+    if low_text.split()[-1] == high_text.split()[-1]:  # 3.4–6.6 s, not 3.4 s–6.6 s
+        low_text = low_text.split()[0]
+    return (
+        f"≈ {low_text}–{high_text} per step (rough): the low end on an idle "
+        f"computer; it is {load_words(now)} now",
+        lines,
+    )
 
 
 def advice(r: dict) -> list[dict[str, Any]]:

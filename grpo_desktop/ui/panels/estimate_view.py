@@ -1,10 +1,11 @@
 """The "Will it fit?" estimate under the settings: before Start, the chosen model's parameter
 count (trainable / total), its estimated peak memory split into weights, training state,
 activations, logits and the sampling KV cache against this computer's free GPU memory or RAM,
-and a rough time per step; when it will not fit (or only just), the engine's advice, each with an
-Apply button that makes that change in the session (`SessionModel.set_value`, as a form field);
-for a small pretrained model whose settings differ from the starter (engine/config/starters.py),
-that recommendation with its own Apply.
+and a rough time per step (on the CPU a range from an idle computer to its load now); when it
+will not fit (or only just), the engine's advice, each with an Apply button that makes that
+change in the session (`SessionModel.set_value`, as a form field); for a small pretrained model
+whose settings differ from the starter (engine/config/starters.py), that recommendation with its
+own Apply.
 
 The numbers come from `engine.estimate.fit.estimate_run` (the model's config.json on PyTorch's
 meta device: nothing downloaded or loaded), run in a child process (`estimate_process.py`: no
@@ -42,6 +43,7 @@ from grpo_desktop.engine.config import (
     TrainConfig,
     starter_summary,
 )
+from grpo_desktop.engine.estimate.timing import machine_load
 from grpo_desktop.ui.common.widgets import note_label, rich_tooltip, set_note, wrapped_label
 from grpo_desktop.ui.panels import estimate_text as say
 from grpo_desktop.ui.panels.estimate_bar import MemoryBar, part_colour
@@ -309,7 +311,7 @@ class EstimateView(QWidget):
                 text = f"<span style='color:#80868b'>{text}</span>"
             self.part_labels[key].setText(text)
             self.part_labels[key].setToolTip(rich_tooltip(PART_HELP[key], *extra))
-        text, lines = say.time_line(r)
+        text, lines = say.time_line(r, machine_load())  # a range on a CPU: its load varies
         self.time_label.setText(text)
         self.time_label.setToolTip(rich_tooltip(say.TIME_HELP, *lines))
         for w in self.details:
