@@ -38,10 +38,10 @@ from grpo_desktop.ui.common.widgets import (
     FloatSpinBox,
     fit_combo,
     note_label,
-    number_text,
     rich_tooltip,
     set_note,
 )
+from grpo_desktop.ui.common.words import choice_word, number_text
 
 INT_MAX = 2**31 - 1
 MULTILINE = {("data", "system_prompt"), ("data", "example_problem"), ("data", "example_answer")}
@@ -58,40 +58,6 @@ CROSS_FIELD = (
     ("Clip ε high is below", "algorithm", "epsilon_high"),
     ("Group size G", "algorithm", "num_generations"),
 )
-
-
-# The words a choice shows (its value stays in the settings file and the CLI): 'last_number'
-# and 'dr_grpo' are names for code, not for the screen (issue 27). Values not listed show
-# capitalised, underscores as spaces.
-CHOICE_WORDS = {
-    "none": "None",
-    "auto": "Automatic",
-    "8bit": "8-bit",
-    "4bit": "4-bit",
-    "cpu": "CPU",
-    "cuda": "CUDA GPU",
-    "float32": "float32",
-    "bfloat16": "bfloat16",
-    "float16": "float16",
-    "all": "All or nothing",
-    "per_tag": "Per tag",
-    "answer_tag": "Answer tag",
-    "boxed": "\\boxed{}",
-    "last_number": "Last number",
-    "grpo": "GRPO",
-    "bnpo": "BNPO",
-    "dr_grpo": "Dr. GRPO",
-    "dapo": "DAPO",
-    "token": "Per token",
-    "sequence": "Per answer (sequence)",
-    "group": "Per group",
-    "batch": "Whole batch",
-}
-
-
-def choice_word(value: str) -> str:
-    """What a choice's value shows as in a combo box."""
-    return CHOICE_WORDS.get(value, value.replace("_", " ").capitalize())
 
 
 def field_meta(section: str, name: str) -> tuple[dataclasses.Field, Any]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import math
-import re
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QValidator
@@ -29,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from grpo_desktop.ui.common.wheel_guard import guard_wheel
+from grpo_desktop.ui.common.words import number_text
 
 _STYLES = {
     "error": ("#fdecea", "#b3261e", "#611a15"),
@@ -80,15 +80,6 @@ def note_label(kind: str = "warning") -> QLabel:
 def set_note(label: QLabel, text: str) -> None:
     label.setText(text)
     label.setVisible(bool(text))
-
-
-def number_text(value: float) -> str:
-    """A number as people write it: up to 6 significant digits, and a tiny one as 1e-6 or
-    2.5e-5 (Python's 1e-06 pads the exponent, and reads like a code)."""
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    text = f"{value:.6g}"
-    return re.sub(r"e([+-])0*(\d)", lambda m: f"e{'-' if m[1] == '-' else ''}{m[2]}", text)
 
 
 def _nice_step(value: float, direction: int) -> float:

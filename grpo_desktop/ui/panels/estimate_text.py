@@ -2,8 +2,8 @@
 hobbyist explanations, number formats, the fits / tight / will-not-fit verdict, and the lines the
 view shows for one estimate (`engine.estimate.fit.estimate_run`'s dict).
 
-Qt-free and engine-free but for the step time's range (engine/estimate/timing.py, torch-free:
-plain dicts in, strings out), so it is tested on its own; the view
+Qt-free and torch-free (plain dicts in, strings out; the step time's range from
+engine/estimate/timing.py, settings in words from ui/common/words.py), so it is tested on its own; the view
 (`estimate_view.py`) puts the strings in labels, `estimate_bar.py` draws the bar.
 Try it: tests/ui/panels/test_estimate.py.
 """
@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from grpo_desktop.engine.estimate.timing import seconds_range
+from grpo_desktop.ui.common.words import label_of, value_text
 
 # (key in the estimate's "memory", label, what it is in hobbyist words): the legend's parts
 PARTS = (
@@ -285,8 +286,12 @@ def starter(r: dict) -> list[dict[str, Any]]:
 
 
 def describe_change(change: dict) -> str:
-    """'lora.enabled = True, quantization.mode = 4bit'."""
-    return ", ".join(f"{s}.{n} = {v}" for s, fields in change.items() for n, v in fields.items())
+    """'Use LoRA: on, Quantization: 4-bit' (the fields' labels and the form's words)."""
+    return ", ".join(
+        f"{label_of(s, n)}: {value_text(s, n, v)}"
+        for s, fields in change.items()
+        for n, v in fields.items()
+    )
 
 
 def _sets_4bit(item: dict) -> bool:

@@ -19,8 +19,7 @@ from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from grpo_desktop.engine.config import SECTIONS, TrainConfig
-from grpo_desktop.ui.common.form import choice_word
-from grpo_desktop.ui.common.widgets import number_text
+from grpo_desktop.ui.common.words import label_of, value_text
 
 Change = tuple[str, str, Any, Any]  # section, field, old value, new value
 SHOWN_LINES = 8  # the rest are counted ("and 3 more"), all in the tooltip
@@ -36,28 +35,6 @@ def changes(before: TrainConfig, after: TrainConfig) -> list[Change]:
             if a != b or type(a) is not type(b):
                 out.append((section, f.name, a, b))
     return out
-
-
-def value_text(section: str, name: str, value: Any) -> str:
-    """A value as the form shows it."""
-    meta = next(f for f in dataclasses.fields(SECTIONS[section]) if f.name == name).metadata
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, float):
-        return number_text(value)
-    if value is None:
-        return "not set"
-    if isinstance(value, str) and "choices" in meta:
-        return choice_word(value)
-    if isinstance(value, str):
-        short = value.strip().replace("\n", " ")
-        return f"“{short[:40]}…”" if len(short) > 40 else (f"“{short}”" if short else "empty")
-    return str(value)
-
-
-def label_of(section: str, name: str) -> str:
-    f = next(f for f in dataclasses.fields(SECTIONS[section]) if f.name == name)
-    return f.metadata.get("label", name.replace("_", " ").capitalize())
 
 
 def change_lines(items: list[Change]) -> list[str]:

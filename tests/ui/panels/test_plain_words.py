@@ -108,3 +108,14 @@ def test_double_quantization_and_lora_sizes_are_off_while_they_do_nothing(qtbot,
     model.set_config(model.config.replace(lora={"enabled": False}))  # a loaded settings file
     QApplication.processEvents()
     assert not rank.isEnabled()
+
+
+def test_the_estimate_s_apply_names_the_change_in_words():
+    from grpo_desktop.ui.panels.estimate_text import describe_change
+
+    change = {
+        "lora": {"enabled": True},
+        "quantization": {"mode": "4bit"},
+        "algorithm": {"learning_rate": 1e-6},
+    }
+    assert describe_change(change) == "Use LoRA: on, Quantization: 4-bit, Learning rate: 1e-6"
