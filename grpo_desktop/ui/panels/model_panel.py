@@ -91,6 +91,8 @@ def offline_blocker(value: str) -> str:
     if offline_mode() or not hub_reachable():
         return offline_model_message(name)
     return ""
+
+
 NO_CUDA = "4-bit needs a CUDA GPU, and PyTorch sees none on this computer."
 PATH_ROLE = Qt.ItemDataRole.UserRole
 
