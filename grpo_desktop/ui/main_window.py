@@ -342,6 +342,8 @@ class MainWindow(LearnAndHelp, QMainWindow):
         self.state_label.setText(self.controls.state_text())
         if state in FINAL_STATES and self.model.device_info:
             self.device_label.setText(describe_device(self.model.device_info))
+        elif self.controls.device_text():  # "Paused on cpu" while paused, not "Training on"
+            self.device_label.setText(self.controls.device_text())
         if state in FINAL_STATES and self._close_when_stopped:
             QTimer.singleShot(0, self.close)
 

@@ -1,5 +1,6 @@
 """The rollout inspector's table model: one row per rollout, coloured by advantage, grouped by
-prompt.
+prompt. The Prompt and Completion cells show one line (the view elides it to the column's width)
+and the whole text in their tooltip.
 
 Built on QStandardItemModel with two QSortFilterProxyModels (filters by step, advantage sign and
 errors through a hidden key column and one regular expression, then free text), so painting,
@@ -8,11 +9,14 @@ Python `data()` called for every painted cell would stall the window.
 
 Rows come in whole steps (`add_step`) and leave in whole steps (`remove_step`), mirroring the
 session's bounded rollout store. `Qt.UserRole` holds sort keys, `ROW_ROLE` holds (step, index)
-to find the full row in the store. Try it: tests/ui/common/test_widgets.py.
+to find the full row in the store. A row that reads "no score" in any cell (its total, its
+advantage or one of its reward parts: None or NaN) is what the "No score" filter shows.
+Try it: tests/ui/common/test_widgets.py, tests/ui/inspector/test_rollouts_table.py.
 """
 
 from __future__ import annotations
 
+import html
 import math
 import re
 
@@ -23,16 +27,17 @@ from grpo_desktop.ui.inspector.detail import unknown_total_text
 
 ROW_ROLE = Qt.ItemDataRole.UserRole + 1
 SORT_ROLE = Qt.ItemDataRole.UserRole
-BASE_COLUMNS = ["Step", "Group", "Prompt", "Answer"]  # then one column per reward function
+# The texts first (they take the width left over: columns.py), then one column per reward
+# function, then the numbers.
+BASE_COLUMNS = ["Step", "Group", "Prompt", "Completion", "Answer"]
 TAIL_COLUMNS = [
     "Reward",
     "Advantage",
     "Group spread",
     "Length",
     "Truncated",
-    "Completion",
     "Checker error",
-    "key",  # hidden: what the step / sign / error filters match
+    "key",  # hidden: what the step / sign / no-score / error filters match
 ]
 NUMERIC = {"Step", "Group", "Reward", "Advantage", "Group spread", "Length"}
 HEADER_TIPS = {
@@ -46,10 +51,12 @@ HEADER_TIPS = {
     "Checker error": "What your checker raised for this answer (its total is then unknown)",
     "Prompt": "The problem",
     "Answer": "The reference answer",
-    "Completion": "What the model wrote (select a row to read it in full)",
+    "Completion": "What the model wrote: its first line (hover for all of it, or select the row)",
 }
 GROUP_COLORS = ["#1f6fd1", "#e07b00", "#2e9d52", "#8e44ad", "#c0392b", "#138d90", "#7f8c8d"]
 NO_SCORE = "no score"
+CELL_CHARS = 300  # a cell's one line, before the view elides it to the column's width
+TIP_CHARS = 4000  # a tooltip's text; the detail pane has the rest
 
 
 def advantage_color(adv: float | None, scale: float) -> QColor | None:
@@ -80,8 +87,13 @@ def group_spreads(rows: list[dict]) -> dict[int, float | None]:
     return spreads
 
 
+def _scored(v) -> bool:
+    """Whether a reward value scored: a number, not None and not NaN (or infinite)."""
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
 def _number_text(v: float | None, digits: int = 3) -> str:
-    if v is None:
+    if not _scored(v):
         return NO_SCORE
     return f"{v:+.{digits}f}" if digits == 2 else f"{v:.{digits}g}"
 
@@ -91,6 +103,27 @@ def _one_line(text: str, limit: int = 160) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def first_line(text: str, limit: int = CELL_CHARS) -> str:
+    """The first line of `text` that is not blank, with " …" when more follows."""
+    stripped = text.strip()
+    line = next((part.strip() for part in stripped.splitlines() if part.strip()), "")
+    more = len(line) < len(stripped)
+    if len(line) > limit:
+        line, more = line[:limit], True
+    return line + (" …" if more else "")
+
+
+def full_text_tip(text: str) -> str:
+    """A tooltip with the whole text, wrapped to the screen (rich text) with its line breaks."""
+    cut = text[:TIP_CHARS]
+    note = (
+        f"\n[… {len(text) - TIP_CHARS:,} more characters: select the row to read them]"
+        if len(text) > TIP_CHARS
+        else ""
+    )
+    return f"<p style='white-space:pre-wrap'>{html.escape(cut + note)}</p>"
+
+
 class RolloutTableModel(QStandardItemModel):
     """The source model: see the module docstring."""
 
@@ -98,6 +131,7 @@ class RolloutTableModel(QStandardItemModel):
         super().__init__(parent)
         self.functions: list[str] = []
         self.blocks: list[tuple[int, int]] = []  # (step, number of rows), in model order
+        self._errors: dict[int, int] = {}  # step -> rows with a checker error
         self._set_columns([])
 
     def _set_columns(self, functions: list[str]) -> None:
@@ -120,7 +154,13 @@ class RolloutTableModel(QStandardItemModel):
     def reset(self) -> None:
         self.removeRows(0, self.rowCount())
         self.blocks.clear()
+        self._errors.clear()
         self._set_columns([])
+
+    @property
+    def has_errors(self) -> bool:
+        """Whether any row held has a checker error (the view shows that column only then)."""
+        return any(self._errors.values())
 
     def has_step(self, step: int) -> bool:
         return any(s == step for s, _ in self.blocks)
@@ -136,6 +176,7 @@ class RolloutTableModel(QStandardItemModel):
         for i, row in enumerate(rows):
             self.insertRow(position + i, self._items(step, i, row, spreads, scale))
         self.blocks.insert(index, (step, len(rows)))
+        self._errors[step] = sum(1 for r in rows if r.get("error"))
 
     def remove_step(self, step: int) -> None:
         start = 0
@@ -143,6 +184,7 @@ class RolloutTableModel(QStandardItemModel):
             if s == step:
                 self.removeRows(start, n)
                 del self.blocks[i]
+                self._errors.pop(step, None)
                 return
             start += n
 
@@ -153,7 +195,8 @@ class RolloutTableModel(QStandardItemModel):
         spread = spreads.get(group)
         rewards = row.get("rewards") or {}
         prompt, completion = str(row.get("prompt", "")), str(row.get("completion", ""))
-        unscored = reward is None  # "no score": never shown, sorted or filtered as a 0
+        # "no score" (None or NaN): never shown, sorted or filtered as a 0
+        unscored = not _scored(reward) or (adv is not None and not _scored(adv))
         if unscored:
             sign, adv = "n", None
         else:
@@ -165,15 +208,16 @@ class RolloutTableModel(QStandardItemModel):
         cells: dict[str, tuple[str, object]] = {
             "Step": (str(step), step),
             "Group": (str(group), group),
-            "Prompt": (_one_line(prompt, 80), prompt),
+            "Prompt": (_one_line(prompt, CELL_CHARS), prompt),
+            "Completion": (first_line(completion), completion),
             "Answer": (str(row.get("answer", "")), str(row.get("answer", ""))),
         }
         for fn in self.functions:
             v = rewards.get(fn)
-            cells[fn] = (_number_text(v), -math.inf if v is None else v)
+            cells[fn] = (_number_text(v), v if _scored(v) else -math.inf)
         cells.update(
             {
-                "Reward": (_number_text(reward), -math.inf if reward is None else reward),
+                "Reward": (_number_text(reward), -math.inf if unscored else reward),
                 "Advantage": _advantage_cell(sign, adv),
                 "Group spread": (spread_text, -1.0 if spread is None else spread),
                 "Length": (str(row.get("length", "")), int(row.get("length") or 0)),
@@ -181,11 +225,12 @@ class RolloutTableModel(QStandardItemModel):
                     "yes" if row.get("truncated") else "",
                     int(bool(row.get("truncated"))),
                 ),
-                "Completion": (_one_line(completion), completion),
                 "Checker error": (_one_line(error, 120), error),
-                "key": (f"s{step};{sign};e{int(bool(error))}", ""),
             }
         )
+        # The "No score" filter shows exactly the rows that read "no score" somewhere.
+        no_score = "n" if any(text == NO_SCORE for text, _ in cells.values()) else "k"
+        cells["key"] = (f"s{step};r{index};{sign};{no_score};e{int(bool(error))}", "")
         tint = advantage_color(adv, scale)
         items = {}
         for name, (text, key) in cells.items():
@@ -201,8 +246,8 @@ class RolloutTableModel(QStandardItemModel):
         items["Group"].setData(
             QColor(GROUP_COLORS[group % len(GROUP_COLORS)]), Qt.ItemDataRole.DecorationRole
         )
-        items["Completion"].setToolTip(completion[:2000])
-        items["Prompt"].setToolTip(prompt[:2000])
+        items["Completion"].setToolTip(full_text_tip(completion))
+        items["Prompt"].setToolTip(full_text_tip(prompt))
         if spread is not None and spread < 1e-9:
             items["Group spread"].setForeground(QBrush(QColor("#8e44ad")))
         if unscored:
@@ -227,12 +272,19 @@ def _advantage_cell(sign: str, adv: float | None) -> tuple[str, float]:
     return f"{adv:+.3g}" if abs(adv) < 1e-3 else f"{adv:+.3f}", adv
 
 
-def filter_pattern(step: int | None, sign: str, errors_only: bool) -> str:
-    """The key-column regex for a step (None: any), a sign ('+', '-', '0', 'n' for no score or ''
-    for any) and
-    whether only rows with a checker error pass."""
+def filter_pattern(
+    step: int | None, sign: str, errors_only: bool, keep: tuple[int, int] | None = None
+) -> str:
+    """The key-column regex for a step (None: any), a sign ('+', '-', '0', '' for any, or 'n':
+    every row that reads "no score" somewhere) and whether only rows with a checker error pass.
+    `keep` (step, index) lets that one row pass the step filter too (the selected rollout, kept
+    when a newer step replaces the one shown).
+
+    A key reads "s{step};r{index};{sign};{n or k};e{0 or 1}": n when a cell reads "no score"."""
     parts = ["^"]
-    if step is not None:
+    if step is not None and keep is not None and keep[0] != step:
+        parts.append(f"(?=s{step};|s{keep[0]};r{keep[1]};)")
+    elif step is not None:
         parts.append(f"(?=s{step};)")
     if sign:
         parts.append(f"(?=.*;{re.escape(sign)};)")
@@ -261,8 +313,10 @@ class RolloutFilters:
     def _update_key_column(self, *_args) -> None:
         self.keys.setFilterKeyColumn(self.source.key_column)
 
-    def set_filter(self, step: int | None, sign: str, errors_only: bool) -> None:
-        pattern = filter_pattern(step, sign, errors_only)
+    def set_filter(
+        self, step: int | None, sign: str, errors_only: bool, keep: tuple[int, int] | None = None
+    ) -> None:
+        pattern = filter_pattern(step, sign, errors_only, keep)
         if pattern != self.pattern:
             self.pattern = pattern
             self.keys.setFilterRegularExpression(QRegularExpression(pattern))

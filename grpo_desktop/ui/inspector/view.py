@@ -9,14 +9,21 @@ Lab" (a button for the selected row's group, and the table's context menu for it
 whole step) asks the session model to show those rollouts in the Lab's reward-design tab.
 
 Memory stays bounded: the table mirrors the session's rollout store (the newest rows) and says so.
-Try it: the Rollouts tab during a run; tests/ui/test_window.py.
+
+While a run goes on, "Latest step" moves to each new step; a rollout the user selected stays
+listed (and selected, its detail open) above the new step's rows until another row is selected.
+The columns always fit the table's width (columns.py); the Checker error column shows only when
+some row has one. On a narrow window (under WIDE_PX) the detail pane sits under the table, so
+the table has the whole width.
+Try it: the Rollouts tab during a run; tests/ui/test_window.py,
+tests/ui/inspector/test_rollouts_table.py.
 """
 
 from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -35,11 +42,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from grpo_desktop.ui.inspector.columns import fit_columns, refit_after_drag
 from grpo_desktop.ui.inspector.detail import rollout_html
 from grpo_desktop.ui.inspector.table import ROW_ROLE, RolloutFilters, RolloutTableModel
 
 LATEST, ALL, ONE = "latest", "all", "one"
 FILL_SLICE_S = 0.04  # after opening a session, add older steps' rows this long per tick
+WIDE_PX = 1400  # narrower, the detail pane goes under the table (the table keeps the width)
 SIGNS = (
     ("", "Any advantage"),
     ("+", "Pushed up (A > 0)"),
@@ -62,6 +71,8 @@ class InspectorView(QWidget):
         self.table_model = RolloutTableModel(self)
         self.filters = RolloutFilters(self.table_model, self)
         self._paged_step: int | None = None
+        self._kept: tuple[int, int] | None = None  # (step, index): the selected older rollout
+        self._fitting = False
         self._pending: list[int] = []  # steps in memory still to add after a reload, oldest first
         self._fill_timer = QTimer(self, interval=0)
         self._fill_timer.timeout.connect(self._on_fill_timer_timeout)
@@ -105,6 +116,10 @@ class InspectorView(QWidget):
         self.table.setWordWrap(False)
         self.table.horizontalHeader().setStretchLastSection(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.table.viewport().installEventFilter(self)
+        self.table.horizontalHeader().sectionResized.connect(self._on_header_section_resized)
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._on_table_context_menu)
         self.detail = QTextBrowser()
@@ -116,6 +131,7 @@ class InspectorView(QWidget):
         splitter.setStretchFactor(0, 2)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([640, 320])
+        splitter.setChildrenCollapsible(False)
         self.splitter = splitter
         self.limit_label = QLabel()
         self.limit_label.setWordWrap(True)
@@ -164,6 +180,7 @@ class InspectorView(QWidget):
         once, older ones in slices from a timer (20,000 rows take seconds to build)."""
         self.table_model.reset()
         self._paged_step = None
+        self._kept = None
         self.detail.setHtml(EMPTY_DETAIL)
         items = self.store.memory_items()
         self._pending = [step for step, _ in items[:-1]]
@@ -191,6 +208,7 @@ class InspectorView(QWidget):
         rows = self.store.get(step) if self.store.in_memory(step) else None
         if rows and not self.table_model.has_step(step):
             self.table_model.add_step(step, rows)
+            self._show_error_column()
 
     def _on_model_rollouts_added(self, step: int, dropped: list) -> None:
         for old in dropped:
@@ -202,28 +220,74 @@ class InspectorView(QWidget):
         self.table_model.add_step(step, self.store.get(step) or [])
         if fresh:
             self._configure_columns()
+        else:
+            self._show_error_column()
         if self.mode() == LATEST:
+            self._keep_selected(step)
             self._apply_filters()
         self._update_limit_label()
 
+    def _keep_selected(self, latest: int) -> None:
+        """Remember the selected rollout when it is of an older step than `latest`, so the
+        Latest step filter keeps it listed (and selected) rather than dropping it."""
+        current = self.table.currentIndex()
+        if self._kept is None and current.isValid() and self.table.selectionModel().hasSelection():
+            step, index = current.data(ROW_ROLE)
+            if step != latest:
+                self._kept = (step, index)
+
     def _configure_columns(self) -> None:
+        # Every column shown but the key. Qt keeps a hidden flag by position, and the columns
+        # move when the reward functions change: hiding only the key's new position left the
+        # old one hidden (the Completion column went missing that way).
+        key = self.table_model.key_column
+        for col in range(self.table_model.columnCount()):
+            self.table.setColumnHidden(col, col == key)
+        self._show_error_column(refit=False)
+        self.fit_columns()
+
+    def _show_error_column(self, refit: bool = True) -> None:
+        """The Checker error column only when a row has one (it is empty otherwise)."""
+        col = self.table_model.column("Checker error")
+        hidden = not self.table_model.has_errors
+        if self.table.isColumnHidden(col) != hidden:
+            self.table.setColumnHidden(col, hidden)
+            if refit:
+                self.fit_columns()
+
+    def column_names(self) -> list[str]:
         tm = self.table_model
-        self.table.setColumnHidden(tm.key_column, True)
-        widths = {
-            "Step": 44,
-            "Group": 52,
-            "Prompt": 110,
-            "Answer": 60,
-            "Reward": 60,
-            "Advantage": 76,
-            "Group spread": 96,
-            "Length": 56,
-            "Completion": 420,
-        }
-        for fn in tm.functions:
-            widths[fn] = 70
-        for name, width in widths.items():
-            self.table.setColumnWidth(tm.column(name), width)
+        return [tm.headerData(c, Qt.Orientation.Horizontal) for c in range(tm.columnCount())]
+
+    def fit_columns(self) -> None:
+        """Every column inside the table's width (columns.py)."""
+        self._fitting = True
+        try:
+            fit_columns(self.table, self.column_names(), self.table_model.functions)
+        finally:
+            self._fitting = False
+
+    def _on_header_section_resized(self, col: int, _old: int, _new: int) -> None:
+        if self._fitting or not self.table.horizontalHeader().underMouse():
+            return  # ours, or Qt's own: only a drag of the user's is answered
+        self._fitting = True
+        try:
+            refit_after_drag(self.table, self.column_names(), col)
+        finally:
+            self._fitting = False
+
+    def eventFilter(self, obj, event) -> bool:
+        if obj is self.table.viewport() and event.type() == QEvent.Type.Resize:
+            self.fit_columns()
+        return super().eventFilter(obj, event)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        wide = self.width() >= WIDE_PX
+        orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
+        if self.splitter.orientation() != orientation:
+            self.splitter.setOrientation(orientation)
+            self.splitter.setSizes([640, 320] if wide else [300, 200])
 
     def _update_limit_label(self) -> None:
         s = self.store
@@ -245,6 +309,11 @@ class InspectorView(QWidget):
                 else "they are not kept."
             )
             text += f" Older steps ({s.forgotten:,} rollouts) left memory; {where}"
+        if self._kept is not None and self.mode() == LATEST:
+            text += (
+                f" The rollout you selected (step {self._kept[0]:,}) stays listed until you "
+                "select another."
+            )
         self.limit_label.setText(text)
 
     # ------------------------------------------------------------------ filters
@@ -265,6 +334,7 @@ class InspectorView(QWidget):
             self.table.selectRow(0)
 
     def _on_filters_changed(self, *_args) -> None:
+        self._kept = None
         if self.mode() == ONE:
             self._page_in(self.step_spin.value())
         elif self._paged_step is not None:
@@ -294,7 +364,10 @@ class InspectorView(QWidget):
             step = kept[-1] if kept else -1
         elif mode == ONE:
             step = self.step_spin.value()
-        self.filters.set_filter(step, self.sign_box.currentData(), self.errors_box.isChecked())
+        keep = self._kept if mode == LATEST else None
+        self.filters.set_filter(
+            step, self.sign_box.currentData(), self.errors_box.isChecked(), keep
+        )
 
     # ------------------------------------------------------------------ detail
 
@@ -325,6 +398,12 @@ class InspectorView(QWidget):
         menu.popup(self.table.viewport().mapToGlobal(pos))
 
     def _on_table_current_changed(self, current, _previous) -> None:
+        if self._kept is not None and (
+            not current.isValid() or tuple(current.data(ROW_ROLE)) != self._kept
+        ):
+            self._kept = None  # another row chosen: the older one leaves the Latest step
+            self._apply_filters()
+            self._update_limit_label()
         self.lab_button.setEnabled(current.isValid())
         if not current.isValid():
             self.detail.setHtml(EMPTY_DETAIL)

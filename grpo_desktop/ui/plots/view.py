@@ -7,9 +7,11 @@ is one PlotDataItem updated with `setData` by a 10 Hz timer only when the histor
 burst of events costs one redraw; a new step reaches the plots a few at a time over the next
 ticks (a short stall each instead of one long one), a new run all at once. Curves draw their
 data decimated to the pixels (kit.py, decimate.py). Hovering shows the exact values at that
-step and a cursor line on every plot; clicking a point asks the session model to show that
+step and a cursor line on every plot, both gone once the mouse leaves the plots; clicking a point asks the session model to show that
 step's rollouts; right-click a plot to save it as PNG or SVG. The smoothing slider applies a
-debiased EMA; a dashed, labelled line marks each health alarm's step (markers.py).
+debiased EMA; a dashed, labelled line marks each health alarm's step (markers.py). Another
+session (opened, new or closed) starts from fresh axes: the whole run on x, y fitted to its data,
+nothing of the previous session's zoom or ranges.
 
 Reads only the session model's `RunHistory`; never touches the worker or other panels.
 Try it: tests/ui/plots/test_plots_long.py; `python bench/gui_latency.py` times the redraw.
@@ -22,7 +24,7 @@ from functools import partial
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -168,6 +170,8 @@ class PlotsView(QWidget):
         self.smoothing.valueChanged.connect(self._on_smoothing_value_changed)
         self.canvas.scene().sigMouseMoved.connect(self._on_scene_mouse_moved)
         self.canvas.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
+        self.canvas.installEventFilter(self)  # the mouse leaving: no hover readout or cursor
+        self.canvas.viewport().installEventFilter(self)
         self.fit_button.clicked.connect(self._on_fit_button_clicked)
         self.csv_button.clicked.connect(lambda: self.export_history_csv())
         for sp in self.plots.values():
@@ -196,6 +200,28 @@ class PlotsView(QWidget):
         self.follow = True
         self.fit_button.setEnabled(False)
         self._drawn_version = -1
+        self._drawn_epoch = -1  # the new history is drawn whole, on fresh axes
+        self._stale = []
+        self.clear_hover()
+        self._reset_axes()
+
+    def _reset_axes(self) -> None:
+        """Forget the previous session's ranges and zoom: y follows the data again on every
+        plot (shares keep 0..1), the heat map auto-ranges, the histogram's limits are set by
+        its next step, and x shows 0..10 until the new history is drawn (_fit_x_range then
+        fits its steps)."""
+        for name, sp in self.plots.items():
+            if name in self._auto_y:
+                self._auto_y[name] = not sp.fraction
+            if sp.fraction:
+                sp.plot.setYRange(*FRACTION_RANGE, padding=0)
+            elif name == "heat":
+                sp.plot.enableAutoRange(axis="y", enable=True)
+            else:
+                sp.plot.setYRange(0, 1, padding=0)
+        self.latest_hist.clear()  # its sticky limits too: the new step sets them afresh
+        self.heat.clear()
+        self.plots["reward"].plot.setXRange(0, 10, padding=0)
 
     # ------------------------------------------------------------------ layout
 
@@ -487,15 +513,27 @@ class PlotsView(QWidget):
             i -= 1
         return int(steps[i])
 
+    def clear_hover(self) -> None:
+        """No cursor line and the hint again in the readout: the mouse is not over a step."""
+        for sp in self.plots.values():
+            sp.cursor.setVisible(False)
+        empty = self.history.num_steps == 0 and not self.history.evals
+        self.readout.setText(EMPTY_HINT if empty else HOVER_HINT)
+
+    def eventFilter(self, obj, event) -> bool:
+        if event.type() == QEvent.Type.Leave and obj in (self.canvas, self.canvas.viewport()):
+            self.clear_hover()
+        return super().eventFilter(obj, event)
+
     def _on_scene_mouse_moved(self, pos) -> None:
         sp = self._plot_at(pos)
         step = self._nearest_step(sp, pos) if sp is not None else None
-        for other in self.plots.values():
-            other.cursor.setVisible(step is not None)
-            if step is not None:
-                other.cursor.setValue(step)
         if step is None:
+            self.clear_hover()  # between plots, or over one with no step
             return
+        for other in self.plots.values():
+            other.cursor.setVisible(True)
+            other.cursor.setValue(step)
         text = sp.readout(self.history, step)
         title = sp.title
         if sp.name == "heat":

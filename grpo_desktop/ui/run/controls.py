@@ -4,9 +4,12 @@ and a progress bar with ETA.
 `RunControls` owns the QActions (the window puts them in its toolbar and Run menu) and follows
 the run state from the session model: what is enabled, what Pause says, whether Start continues
 the session's stopped or interrupted run ("Continue"), what the progress bar shows ("step 12 /
-30 · 0:42 left"). Start and Start over only ask the window (`start_requested`,
+30 · 0:42 left"). While paused, the Pause action turns into Resume (its play icon and text) and
+`state_text` / `device_text` say "Paused" for the status bar; after Resume they say "Training"
+again. Start and Start over only ask the window (`start_requested`,
 `start_over_requested`), which may refuse (invalid settings, an untrusted checker) and shows why.
-Try it: tests/ui/test_newcomer.py, tests/ui/session/test_session.py.
+Try it: tests/ui/test_newcomer.py, tests/ui/session/test_session.py,
+tests/ui/run/test_pause_resume.py.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ RUN_STATUS_TEXT = {
     "interrupted": "Interrupted",
 }
 START_TIP = "Start training with these settings (Ctrl+R)"
+PAUSE_TIP = "Pause after the current step (Ctrl+P)"
+RESUME_TIP = "Resume training from where it paused (Ctrl+P)"
+DEVICE_VERB = {RUNNING: "Training", STOPPING: "Training", PAUSED: "Paused"}
 
 
 def format_duration(seconds: float | None) -> str:
@@ -74,11 +80,11 @@ class RunControls(QObject):
         self.start_over_action.setToolTip(
             "Train again from step 0, replacing this session's run (asks first)"
         )
-        self.pause_action = QAction(
-            style.standardIcon(QStyle.StandardPixmap.SP_MediaPause), "Pause", parent
-        )
+        self.pause_icon = style.standardIcon(QStyle.StandardPixmap.SP_MediaPause)
+        self.resume_icon = style.standardIcon(QStyle.StandardPixmap.SP_MediaPlay)
+        self.pause_action = QAction(self.pause_icon, "Pause", parent)
         self.pause_action.setShortcut(QKeySequence("Ctrl+P"))
-        self.pause_action.setToolTip("Pause after the current step / resume (Ctrl+P)")
+        self.pause_action.setToolTip(PAUSE_TIP)
         self.stop_action = QAction(
             style.standardIcon(QStyle.StandardPixmap.SP_MediaStop), "Stop", parent
         )
@@ -176,13 +182,27 @@ class RunControls(QObject):
             )
         return STATE_TEXT.get(state, state)
 
+    def device_text(self) -> str | None:
+        """The status bar's device note for this session's run: "Training on cpu" while it
+        trains, "Paused on cpu" while paused, "Last run on cpu" once it ended; None before a run
+        has started (the window then names the device it probed)."""
+        run = self.model.history.run
+        device = run.get("device") if run else None
+        state = self._state()
+        if not device or state in (IDLE, STARTING):
+            return None
+        return f"{DEVICE_VERB.get(state, 'Last run')} on {device}"
+
     def _on_model_state_changed(self, state: str) -> None:
         active = state in ACTIVE_STATES
         if active:
             self._final_is_ours = True  # this session's run (even one that fails to start)
         self.start_action.setEnabled(not active and not self.model.read_only)
         self.pause_action.setEnabled(state in (RUNNING, PAUSED))
-        self.pause_action.setText("Resume" if state == PAUSED else "Pause")
+        paused = state == PAUSED
+        self.pause_action.setText("Resume" if paused else "Pause")
+        self.pause_action.setIcon(self.resume_icon if paused else self.pause_icon)
+        self.pause_action.setToolTip(RESUME_TIP if paused else PAUSE_TIP)
         self.stop_action.setEnabled(state in (STARTING, RUNNING, PAUSED))
         if state != PAUSED:
             self.paused_at = None
