@@ -22,9 +22,9 @@ SAMPLES = {
     "Answer": "12345",
     "Reward": "no score",
     "Advantage": "no score",
-    "Group spread": "0 · no signal",
+    "Spread": "0 · no signal",
     "Length": "1024",
-    "Truncated": "yes",
+    "Cut off": "yes",
     "Checker error": "check() raised",
 }
 PART_SAMPLE = "no score"  # a reward function's own score

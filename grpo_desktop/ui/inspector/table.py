@@ -33,21 +33,22 @@ BASE_COLUMNS = ["Step", "Group", "Prompt", "Completion", "Answer"]
 TAIL_COLUMNS = [
     "Reward",
     "Advantage",
-    "Group spread",
+    "Spread",
     "Length",
-    "Truncated",
+    "Cut off",
     "Checker error",
     "key",  # hidden: what the step / sign / no-score / error filters match
 ]
-NUMERIC = {"Step", "Group", "Reward", "Advantage", "Group spread", "Length"}
+NUMERIC = {"Step", "Group", "Reward", "Advantage", "Spread", "Length"}
 HEADER_TIPS = {
     "Step": "Training step",
     "Group": "Answers to the same prompt form a group; its mean reward is their baseline",
     "Reward": "Weighted total of the reward functions",
     "Advantage": "How much better than its group this answer scored: + made more likely, − less",
-    "Group spread": "Spread (std) of the rewards in this answer's group; 0 means no signal",
+    "Spread": "Group spread: the spread (std) of the rewards in this answer's group; 0 means "
+    "no signal (every answer scored the same, so the group teaches nothing)",
     "Length": "Completion length in tokens",
-    "Truncated": "Cut off at the length limit",
+    "Cut off": "Truncated: the answer was cut off at the length limit",
     "Checker error": "What your checker raised for this answer (its total is then unknown)",
     "Prompt": "The problem",
     "Answer": "The reference answer",
@@ -219,9 +220,9 @@ class RolloutTableModel(QStandardItemModel):
             {
                 "Reward": (_number_text(reward), -math.inf if unscored else reward),
                 "Advantage": _advantage_cell(sign, adv),
-                "Group spread": (spread_text, -1.0 if spread is None else spread),
+                "Spread": (spread_text, -1.0 if spread is None else spread),
                 "Length": (str(row.get("length", "")), int(row.get("length") or 0)),
-                "Truncated": (
+                "Cut off": (
                     "yes" if row.get("truncated") else "",
                     int(bool(row.get("truncated"))),
                 ),
@@ -249,7 +250,7 @@ class RolloutTableModel(QStandardItemModel):
         items["Completion"].setToolTip(full_text_tip(completion))
         items["Prompt"].setToolTip(full_text_tip(prompt))
         if spread is not None and spread < 1e-9:
-            items["Group spread"].setForeground(QBrush(QColor("#8e44ad")))
+            items["Spread"].setForeground(QBrush(QColor("#8e44ad")))
         if unscored:
             grey = QBrush(QColor("#777777"))
             items["Advantage"].setForeground(grey)

@@ -26,6 +26,7 @@ import time
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QCheckBox,
     QComboBox,
     QHBoxLayout,
@@ -268,7 +269,7 @@ class InspectorView(QWidget):
             self._fitting = False
 
     def _on_header_section_resized(self, col: int, _old: int, _new: int) -> None:
-        if self._fitting or not self.table.horizontalHeader().underMouse():
+        if self._fitting or not QApplication.mouseButtons() & Qt.MouseButton.LeftButton:
             return  # ours, or Qt's own: only a drag of the user's is answered
         self._fitting = True
         try:

@@ -11,7 +11,7 @@ before a reward part that did not score made the total unknown.
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QPoint, QSettings, Qt
 from PySide6.QtGui import QFontMetrics, QTextDocument
 
 from grpo_desktop.engine.config.demo import demo_config
@@ -139,12 +139,18 @@ def test_every_column_fits_a_1366_by_768_window(qtbot, make_window, error_every)
     assert_columns_fit(ins)
     ins.mode_box.setCurrentIndex(ins.mode_box.findData("all"))
     assert_columns_fit(ins)
-    # Dragging a column wider takes the room from Completion: still no scrolling.
+    # Dragging a column's edge wider takes the room from Completion: still no scrolling.
     length = ins.table_model.column("Length")
-    ins.table.setColumnWidth(length, ins.table.columnWidth(length) + 60)
-    from grpo_desktop.ui.inspector.columns import refit_after_drag
-
-    refit_after_drag(ins.table, ins.column_names(), length)  # what a drag of the user's runs
+    before = ins.table.columnWidth(length)
+    completion = ins.table.columnWidth(ins.table_model.column("Completion"))
+    header = ins.table.horizontalHeader()
+    edge = QPoint(header.sectionViewportPosition(length) + before - 2, header.height() // 2)
+    qtbot.mousePress(header.viewport(), Qt.MouseButton.LeftButton, pos=edge)
+    qtbot.mouseMove(header.viewport(), edge + QPoint(10, 0))
+    qtbot.mouseMove(header.viewport(), edge + QPoint(20, 0))
+    qtbot.mouseRelease(header.viewport(), Qt.MouseButton.LeftButton, pos=edge + QPoint(20, 0))
+    assert ins.table.columnWidth(length) == before + 20
+    assert ins.table.columnWidth(ins.table_model.column("Completion")) == completion - 20
     assert ins.table.horizontalScrollBar().maximum() == 0
     w.resize(1100, 700)  # a smaller window still fits
     qtbot.waitUntil(lambda: ins.table.viewport().width() < 900, timeout=3000)
