@@ -336,8 +336,11 @@ class EstimateView(QWidget):
             change = item.get("change")
             if isinstance(change, dict) and change:
                 button = QPushButton("Apply")
+                many = sum(len(fields) for fields in change.values()) > 1
                 button.setToolTip(
-                    rich_tooltip("Change the setting: " + say.describe_change(change))
+                    rich_tooltip(
+                        f"Change the setting{'s' if many else ''}: " + say.describe_change(change)
+                    )
                 )
                 button.clicked.connect(partial(self._apply, change))
                 self.advice_buttons.append(button)

@@ -116,7 +116,7 @@ def test_will_it_fit_recommends_the_starter_and_apply_sets_it(qtbot, window, tmp
     assert view.advice_box.isVisible() and len(view.advice_buttons) == 1
     why = html.unescape(view.advice_labels[0].toolTip())
     assert "Starter: small real model" in why and "teaches nothing" in why
-    assert "rewards.format_credit = per_tag" in html.unescape(view.advice_buttons[0].toolTip())
+    assert "Format credit: Per tag" in html.unescape(view.advice_buttons[0].toolTip())
 
     qtbot.mouseClick(view.advice_buttons[0], Qt.MouseButton.LeftButton)
 
