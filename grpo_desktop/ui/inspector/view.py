@@ -287,8 +287,7 @@ class InspectorView(QWidget):
         wide = self.width() >= WIDE_PX
         orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
         if self.splitter.orientation() != orientation:
-            self.splitter.setOrientation(orientation)
-            self.splitter.setSizes([640, 320] if wide else [300, 200])
+            self.splitter.setOrientation(orientation)  # keeps the two panes' proportions
 
     def _update_limit_label(self) -> None:
         s = self.store
