@@ -51,7 +51,7 @@ def choice_word(value: str) -> str:
 def number_text(value: float) -> str:
     """A number as people write it: a whole number in full, else up to 6 significant digits, a
     tiny one as 1e-6 or 2.5e-5 (Python's 1e-06 pads the exponent, and reads like a code)."""
-    if value == int(value) and abs(value) < 1e15:
+    if value == int(value) and abs(value) < 1e7:
         return str(int(value))
     text = f"{value:.6g}"
     return re.sub(r"e([+-])0*(\d)", lambda m: f"e{'-' if m[1] == '-' else ''}{m[2]}", text)

@@ -142,6 +142,8 @@ class RewardPanel(QWidget):
         header = self.results_table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        for narrow in (1, 2):  # the gold answer and the score: as wide as they are
+            header.setSectionResizeMode(narrow, QHeaderView.ResizeMode.ResizeToContents)
         self.results_table.verticalHeader().setVisible(False)
         self.results_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.results_table.setMinimumHeight(120)
