@@ -306,7 +306,8 @@ def test_start_after_a_failed_checker_test_asks_first(qtbot, make_window):
     seen: list = []
     answer_box("Cancel", seen)
     assert not w.start_run()
-    assert seen and "failed on 5 of 5 samples" in seen[0] and w.model.state == "idle"
+    # the samples: right, wrong and plain answers to 3 of the dataset's problems, one empty
+    assert seen and "failed on 10 of 10 samples" in seen[0] and w.model.state == "idle"
     answer_box("Start Anyway", seen)
     assert w.start_run()
     qtbot.waitUntil(lambda: w.model.state == FINISHED, timeout=10_000)
