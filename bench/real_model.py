@@ -24,6 +24,7 @@ held-out accuracy first reached TRL's final one; our whole run if it never did),
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import importlib.util
 import json
@@ -210,6 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--learning-rate", type=float, default=None, help="default: the small-model starter's"
     )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="any other shared setting (RealRun's field, VALUE as JSON), e.g. temperature=0.7",
+    )
     p.add_argument("--ours-only", action="store_true", help="skip the TRL side")
     p.add_argument("--json", help="write the summary and both sides' records here")
     p.add_argument("--png", default="real_model.png", help="the curves (needs matplotlib)")
@@ -243,6 +251,14 @@ def main(argv: list[str] | None = None) -> int:
         s.task_options = json.loads(args.task_options)
     if args.learning_rate is not None:
         s.learning_rate = args.learning_rate
+    for item in args.set:
+        name, _, value = item.partition("=")
+        if name not in {f.name for f in dataclasses.fields(RealRun)}:
+            raise SystemExit(f"--set {item}: no setting {name!r} (see RealRun in _real_workers.py)")
+        try:
+            setattr(s, name, json.loads(value))
+        except ValueError:
+            setattr(s, name, value)  # a plain string
     log(f"SmolLM2-135M-Instruct: {gguf}")
     log(f"  imported to {folder} in {seconds:.1f} s, peak RSS {rss:.0f} MB (load {load:.2f})")
     log(f"settings: {s.to_json()}")
