@@ -132,8 +132,8 @@ def write_adapter(plan: ExportPlan, folder: str, stage, remote_code=None) -> dic
         f"A LoRA adapter (PEFT; r = {config.get('r')}, alpha = {config.get('lora_alpha')}). It "
         f"is not a whole model: it needs the base model {plan.base} that the run trained on"
         + (" (loaded in 4-bit for training; load it as you like)" if plan.quantized else "")
-        + ". To get a standalone model, export --format merged."
-        + _imported_note(plan.base)
+        + '. To get a standalone model, export it as a merged model ("Merged model" in the '
+        "Export dialog; --format merged on the command line)." + _imported_note(plan.base)
     )
     eos = tokenizer.eos_token_id
     stop = [eos] if isinstance(eos, int) else []
@@ -202,7 +202,8 @@ def _check_architecture(path: str, trust: bool) -> None:
             f"The base model in {path} is saved already quantized ({method or 'quantized'}), "
             "so there are no full-precision weights to merge the adapter into. Download the "
             "unquantized model, point model.name_or_path in the run's config.json at it, and "
-            "export again (or export the adapter alone: --format adapter)."
+            'export again (or export the adapter alone: "LoRA adapter" in the Export dialog, '
+            "--format adapter on the command line)."
         )
 
 

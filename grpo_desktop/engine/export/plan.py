@@ -344,7 +344,8 @@ def plan_export(
     if fmt == "adapter" and not is_adapter:
         raise ExportError(
             "This run fine-tuned all the model's weights (LoRA was off), so it has no adapter "
-            "to export. Export it as a whole model instead: --format merged (or gguf)."
+            'to export. Export it as a whole model instead: "Merged model" or GGUF in the Export '
+            "dialog (--format merged or gguf on the command line)."
         )
     check_links(run_dir, weights)
     if is_adapter or fmt == "adapter":
