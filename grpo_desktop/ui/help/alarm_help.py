@@ -97,8 +97,9 @@ def alarm_topics() -> list[Topic]:
         if todo:
             body += f"\n\n**What usually helps.** {todo}"
         body += (
-            "\n\nThe banner above the plots says what this run saw, with its numbers; *Dismiss for "
-            "this run* hides it until a new run starts. See also [[health-alarms]]."
+            "\n\nThe message line above the plots says what this run saw, with its numbers (*More…* "
+            "for the whole text); its × hides it until a new run starts, and ‹ › step through "
+            "the other messages. See also [[health-alarms]]."
         )
         keywords = ("alarm", "alert", "banner", kind.replace("_", " "))
         out.append(Topic(f"alarm-{kind}", info.title, S, body, keywords))

@@ -413,7 +413,7 @@ out.
         "Health alarms",
         """
 While training, the app watches the metrics and raises an alarm once per run when something looks
-wrong: a banner above the plots with what it saw and what to try, a dashed marker on the plots at
+wrong: the message line above the plots says what it saw and what to try, a dashed marker on the plots at
 that step, a log line. The kinds: [[alarm-reward_hacking]], [[alarm-no_signal]],
 [[alarm-format_flat]], [[alarm-truncation]], [[alarm-length_drift]], [[alarm-length_collapse]], [[alarm-kl_blowup]],
 [[alarm-entropy_collapse]], [[alarm-grad_spike]], [[alarm-checker_errors]],
