@@ -17,6 +17,7 @@ Try it: tests/engine/sampling/test_decode.py (its logits and tokens against the 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from grpo_desktop.engine.ops.kernels import product_for
 
@@ -84,67 +85,159 @@ class _Layer:
         self.extra = hasattr(attn, "q_norm") or hasattr(attn, "k_norm")  # Qwen3-style: not ours
 
 
+def _joined(linears) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One weight (sum of outs, in) and bias for several nn.Linear of one input: a product of
+    the joined weight computes each part's output column by column as its own product does (the
+    bench and tests/engine/sampling/test_decode.py check the tokens), in one call instead of
+    several. A copy: the training step may change the weights after this call."""
+    weight = torch.cat([lin.weight for lin in linears])  # (out, in)
+    if all(lin.bias is None for lin in linears):
+        return weight, None
+    biases = [
+        lin.bias if lin.bias is not None else lin.weight.new_zeros(lin.weight.size(0))
+        for lin in linears
+    ]
+    return weight, torch.cat(biases)  # (out,)
+
+
+def _rms_norm(norm):
+    """x -> norm(x) for a Llama/Qwen2 RMSNorm: torch's one-call rms_norm in float32 (the module's
+    own float32 arithmetic in C++), else the module itself."""
+    eps = getattr(norm, "variance_epsilon", None)
+    weight = getattr(norm, "weight", None)
+    if eps is None or weight is None or weight.dtype != torch.float32:
+        return norm
+    shape = (weight.size(0),)
+    return lambda x: F.rms_norm(x, shape, weight, eps)
+
+
+class _Step:
+    """One layer as a decode step runs it: q, k and v in one product (and gate with up), the
+    norms as one call each, q and k rotated together."""
+
+    def __init__(self, layer: _Layer, rows: int) -> None:
+        self.input_norm, self.post_norm = _rms_norm(layer.input_norm), _rms_norm(layer.post_norm)
+        self.qkv_w, self.qkv_b = _joined([layer.q, layer.k, layer.v])
+        self.o_w, self.o_b = layer.o.weight, layer.o.bias
+        self.gate_up_w, self.gate_up_b = _joined([layer.gate, layer.up])
+        self.down_w, self.down_b = layer.down.weight, layer.down.bias
+        self.width = layer.gate.weight.size(0)  # F, the MLP's inner width
+        self.act = F.silu if _is_silu(layer.act) else layer.act
+        self.scaling = layer.scaling
+        self.qkv = product_for(rows, self.qkv_w, self.qkv_b)
+        self.o = product_for(rows, self.o_w, self.o_b)
+        self.gate_up = product_for(rows, self.gate_up_w, self.gate_up_b)
+        self.down = product_for(rows, self.down_w, self.down_b)
+
+
+def _is_silu(act) -> bool:
+    """torch's or transformers' SiLU module, its forward F.silu (not replaced on the instance)."""
+    named = type(act).__name__ in ("SiLU", "SiLUActivation")
+    return named and isinstance(act, torch.nn.Module) and "forward" not in vars(act)
+
+
 class LeanDecoder:
     """Callable (tokens (N,), attention (N, L), positions (N, 1)) -> next-token logits (N, V),
     where L = prompt length + tokens fed so far, including this one: the token's keys and values
-    go to position L - 1 of the buffers."""
+    go to position L - 1 of the buffers. `start(attention, positions)` then `step(tokens)` runs
+    the same computation with the mask and the rotary angles of every step worked out once.
+
+    Per layer and token: one product for q, k and v together, one for gate and up together
+    (`_joined`), the norms as torch's one-call rms_norm, q and k rotated together, keys and
+    values written with one copy into one buffer per layer (2, N, Hkv, capacity, D): about a third of the calls of the
+    modules' own code, the same arithmetic (bench/decode_floor.py measures it)."""
 
     def __init__(self, base, layers: list[_Layer], cache, capacity: int) -> None:
-        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
-
-        self.rotate = apply_rotary_pos_emb
         inner = base.model
-        self.embed, self.rotary, self.norm = inner.embed_tokens, inner.rotary_emb, inner.norm
+        self.embed_w = inner.embed_tokens.weight
+        self.rotary = inner.rotary_emb
+        self.norm = _rms_norm(inner.norm)
         self.lm_head = _plain_linear(base.lm_head)
         self.layers = layers
-        self.keys, self.values = [], []
+        self.kv = []  # per layer (2, N, Hkv, capacity, D): keys, values
         for i in range(len(layers)):
             k, v = _cache_tensors(cache, i)  # (N, Hkv, P, D)
             N, Hkv, P, D = k.shape
-            buf_k = k.new_empty(N, Hkv, capacity, D)  # (N, Hkv, capacity, D)
-            buf_v = v.new_empty(N, Hkv, capacity, D)
-            buf_k[:, :, :P] = k
-            buf_v[:, :, :P] = v
-            self.keys.append(buf_k)
-            self.values.append(buf_v)
-        self.head_dim = D
-        # Per projection, F.linear or oneDNN's product, whichever is faster here for N rows.
-        linears = [lin for layer in layers for lin in layer.linears] + [self.lm_head]
-        self.products = {id(lin): product_for(N, lin.weight, lin.bias) for lin in linears}
+            buf = k.new_empty(2, N, Hkv, capacity, D)  # (2, N, Hkv, capacity, D)
+            buf[0, :, :, :P] = k
+            buf[1, :, :, :P] = v
+            self.kv.append(buf)
+        self.head_dim, self.kv_heads, self.capacity = D, Hkv, capacity
+        self.heads = layers[0].q.weight.size(0) // D
+        # Per product, F.linear or oneDNN's product, whichever is faster here for N rows.
+        self.steps = [_Step(layer, N) for layer in layers]
+        self.head = product_for(N, self.lm_head.weight, self.lm_head.bias)
+        self.products = {id(s): p for s in self.steps for p in (s.qkv, s.o, s.gate_up, s.down)}
+        self.products[id(self.lm_head)] = self.head
+        self.length = self.prompt = 0  # positions filled (prompt + tokens fed), prompt length
 
-    def _apply(self, module, x: torch.Tensor) -> torch.Tensor:
-        return self.products[id(module)](x, module.weight, module.bias)
+    def _angles(self, positions: torch.Tensor):
+        """(cos, sin·sign) (N, T, D) for positions (N, T): rotate_half(x)·sin is
+        x.roll(D/2)·(sin with its first half negated), exactly."""
+        h = self.embed_w.new_empty(0)
+        cos, sin = self.rotary(h, positions)  # (N, T, D) each
+        half = self.head_dim // 2
+        return cos, torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
+
+    def start(self, attention: torch.Tensor, positions: torch.Tensor) -> None:
+        """Before step(): the prompts' mask (N, P) and the first new token's positions (N, 1).
+        The rotary angles of every position up to the buffers' end come from one call (the same
+        values as one call per step: one product and a cosine per element)."""
+        P = attention.size(1)
+        ahead = torch.arange(self.capacity - P, device=positions.device)  # (T,)
+        self.cos, self.sin = self._angles(positions + ahead)  # (N, T, D)
+        blocked = attention == 0  # (N, P)
+        self.blocked = None
+        if bool(blocked.any()):  # left padding: those positions are never attended to
+            full = blocked.new_zeros(attention.size(0), 1, 1, self.capacity)  # (N, 1, 1, cap)
+            full[:, 0, 0, :P] = blocked
+            self.blocked = full
+        self.length = self.prompt = P
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The next token's logits (N, V) after feeding `tokens` (N,) (after start())."""
+        t = self.length - self.prompt  # this token's index among the new ones
+        self.length += 1
+        L = self.length
+        blocked = None if self.blocked is None else self.blocked[..., :L]
+        return self._run(tokens, self.cos[:, t], self.sin[:, t], blocked, L)
 
     def __call__(
         self, tokens: torch.Tensor, attention: torch.Tensor, positions: torch.Tensor
     ) -> torch.Tensor:
-        N, L, D = tokens.size(0), attention.size(1), self.head_dim
-        h = self.embed(tokens.unsqueeze(1))  # (N, 1, E)
-        cos, sin = self.rotary(h, positions)  # (N, 1, D) each
+        cos, sin = self._angles(positions)  # (N, 1, D)
         blocked = attention[:, None, None, :] == 0  # (N, 1, 1, L) padding left of a prompt
-        for layer, keys, values in zip(self.layers, self.keys, self.values):
-            x = layer.input_norm(h)  # (N, 1, E)
-            q = self._apply(layer.q, x).view(N, 1, -1, D).transpose(1, 2)  # (N, H, 1, D)
-            k = self._apply(layer.k, x).view(N, 1, -1, D).transpose(1, 2)  # (N, Hkv, 1, D)
-            v = self._apply(layer.v, x).view(N, 1, -1, D).transpose(1, 2)  # (N, Hkv, 1, D)
-            q, k = self.rotate(q, k, cos, sin)
-            keys[:, :, L - 1 : L] = k
-            values[:, :, L - 1 : L] = v
-            Hkv = k.size(1)
+        return self._run(tokens, cos[:, 0], sin[:, 0], blocked, attention.size(1))
+
+    def _run(self, tokens, cos, sin, blocked, L: int) -> torch.Tensor:
+        """Logits (N, V) of the token after `tokens` (N,) at cache position L - 1, with the
+        rotary angles cos, sin (N, D) of its position and `blocked` (N, 1, 1, L) or None."""
+        N, D, Hkv, H = tokens.size(0), self.head_dim, self.kv_heads, self.heads
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (N, 1, D)
+        h = F.embedding(tokens, self.embed_w)  # (N, E)
+        for s, kv in zip(self.steps, self.kv):
+            x = s.input_norm(h)  # (N, E)
+            qkv = s.qkv(x, s.qkv_w, s.qkv_b).view(N, H + 2 * Hkv, D)  # (N, H + 2Hkv, D)
+            qk = qkv[:, : H + Hkv]  # (N, H + Hkv, D) the query and key heads, rotated in place
+            torch.add(qk * cos, qk.roll(D // 2, dims=-1) * sin, out=qk)
+            # this token's keys and values, (N, 2Hkv, D) as (2, N, Hkv, D)
+            kv[:, :, :, L - 1] = qkv[:, H:].view(N, 2, Hkv, D).transpose(0, 1)
             # The H query heads as Hkv groups of H/Hkv "positions": query head i reads key/value
             # head i // (H/Hkv), as transformers' repeat_kv does, without copying the cache.
-            grouped = q.reshape(N, Hkv, -1, D)  # (N, Hkv, H/Hkv, D)
+            grouped = qkv[:, :H].reshape(N, Hkv, -1, D)  # (N, Hkv, H/Hkv, D)
             # Written out: for one query per row, two batched products beat the CPU's flash
             # attention kernel, which is tiled for long queries.
-            scores = torch.matmul(grouped, keys[:, :, :L].transpose(2, 3)) * layer.scaling
-            scores = scores.masked_fill_(blocked, float("-inf"))  # (N, Hkv, H/Hkv, L)
+            scores = torch.matmul(grouped, kv[0, :, :, :L].transpose(2, 3)).mul_(s.scaling)
+            if blocked is not None:
+                scores.masked_fill_(blocked, float("-inf"))  # (N, Hkv, H/Hkv, L)
             probs = torch.softmax(scores, dim=-1)  # (N, Hkv, H/Hkv, L)
-            out = torch.matmul(probs, values[:, :, :L])  # (N, Hkv, H/Hkv, D)
-            h = h + self._apply(layer.o, out.reshape(N, 1, -1))  # (N, 1, E)
-            x = layer.post_norm(h)
-            gated = layer.act(self._apply(layer.gate, x)) * self._apply(layer.up, x)  # (N, 1, F)
-            h = h + self._apply(layer.down, gated)  # (N, 1, E)
-        return self._apply(self.lm_head, self.norm(h))[:, -1, :]  # (N, V)
+            out = torch.matmul(probs, kv[1, :, :, :L])  # (N, Hkv, H/Hkv, D)
+            h.add_(s.o(out.reshape(N, -1), s.o_w, s.o_b))  # (N, E)
+            gu = s.gate_up(s.post_norm(h), s.gate_up_w, s.gate_up_b)  # (N, 2F)
+            gated = s.act(gu[:, : s.width]).mul_(gu[:, s.width :])  # (N, F)
+            h.add_(s.down(gated, s.down_w, s.down_b))  # (N, E)
+        head = self.lm_head
+        return self.head(self.norm(h), head.weight, head.bias)  # (N, V)
 
 
 def supported_model(model):

@@ -95,19 +95,18 @@ class ForwardDecode(Decoder):
 
 
 class LeanDecode(Decoder):
-    """decode.py's `LeanDecoder`: the model's modules called by hand, keys and values in its own
-    buffers (the prefill's cache was copied into them)."""
+    """decode.py's `LeanDecoder`: the model's weights used by hand, keys and values in its own
+    buffers (the prefill's cache was copied into them), the mask and the rotary angles of the
+    whole decode worked out before the first step: it needs neither per token."""
 
     name = "lean"
 
-    def __init__(self, lean: LeanDecoder, attention: torch.Tensor) -> None:
+    def __init__(self, lean: LeanDecoder, attention: torch.Tensor, positions: torch.Tensor) -> None:
         self.lean = lean
-        self.attention = attention  # (N, L)
-        self.ones = attention.new_ones(attention.size(0), 1)  # (N, 1)
+        lean.start(attention, positions)  # (N, P) prompts' mask, (N, 1) the first new position
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        self.attention = torch.cat([self.attention, self.ones], dim=1)  # (N, L + 1)
-        return self.lean(tokens, self.attention, positions)  # (N, V)
+        return self.lean.step(tokens)  # (N, V)
 
 
 class StaticDecode(Decoder):

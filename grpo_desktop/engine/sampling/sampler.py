@@ -123,7 +123,8 @@ def _next_tokens(logits: torch.Tensor, greedy: bool, temperature: float, top_p: 
     else a draw from the softmax of logits / temperature, cut to its top-p nucleus."""
     if greedy:
         return logits.argmax(dim=-1)  # (N,)
-    logits = logits / temperature
+    if temperature != 1.0:  # dividing by 1 changes no bit: one operation per token spared
+        logits = logits / temperature
     if top_p < 1.0:
         logits = nucleus(logits, top_p)  # (N, V)
     return _draw(torch.softmax(logits, dim=-1))  # (N,)
@@ -154,7 +155,8 @@ def _decoder(model, cache, attention, positions, max_new_tokens: int) -> Decoder
     if LEAN_DECODE:
         lean = lean_decoder(model, cache, capacity)
         if lean is not None:
-            return LeanDecode(lean, attention)  # the prefill's keys and values copied into it
+            # the prefill's keys and values copied into it; the first new token's positions
+            return LeanDecode(lean, attention, positions[:, -1:] + 1)
     return ForwardDecode(model, cache, attention)
 
 
