@@ -275,3 +275,41 @@ def test_train_resume_on_a_folder_whose_only_log_nests_too_deeply_exits_2(tmp_pa
     code, err = cli("train", "--resume", str(run), "--quiet")
     _refused(code, err, str(run))
     assert tree(str(run)) == before
+
+
+def test_a_config_file_larger_than_any_settings_is_not_read(tmp_path):
+    data = demo_config().to_dict()
+    data["data"]["system_prompt"] = "x" * (9 * 2**20)
+    config = tmp_path / "huge.json"
+    config.write_text(json.dumps(data))
+    code, err = cli("train", str(config), "--out", str(tmp_path / "out"), "--quiet")
+    _refused(code, err, "huge.json is 9.0 MB", "nothing was read")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("state", ["deep", "huge"])
+def test_a_checkpoints_hostile_state_file_is_named_by_resume_and_eval(tmp_path, state):
+    """A real one-step demo run whose checkpoint's trainer_state.json nests 5,000 deep or
+    fills 5 MB: `train --resume` and `eval` name the file, no traceback."""
+    cfg = demo_config().replace(
+        algorithm={"max_completion_length": 8},
+        data={"eval_size": 2},
+        run={"max_steps": 1, "eval_every": 0, "checkpoint_every": 1},
+    )
+    config = tmp_path / "c.json"
+    config.write_text(cfg.to_json())
+    run = tmp_path / "run"
+    code, err = cli("train", str(config), "--out", str(run), "--quiet")
+    assert code == 0, err
+    [ckpt] = [p for p in (run / "checkpoints").iterdir() if p.name.startswith("step-")]
+    text = (
+        "[" * DEEP + "]" * DEEP
+        if state == "deep"
+        else json.dumps({"step": 1, "x": "y" * 5 * 2**20})
+    )
+    (ckpt / "trainer_state.json").write_text(text)
+    code, err = cli("eval", str(ckpt), "--n", "2", "--no-sample")
+    _refused(code, err, "trainer_state.json")
+    code, err = cli("train", "--resume", str(run), "--quiet")
+    assert "Traceback" not in err and "RecursionError" not in err, err
+    assert "trainer_state.json" in err, err

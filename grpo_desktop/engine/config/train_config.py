@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
@@ -28,6 +29,8 @@ from grpo_desktop.engine.config.model import (
 from grpo_desktop.engine.config.starters import starter_hint
 from grpo_desktop.engine.config.training import AlgorithmConfig, RewardsConfig, RunConfig
 from grpo_desktop.engine.errors import ConfigError, UserError, read_utf8
+
+MAX_SETTINGS_FILE_BYTES = 8 * 2**20  # a config.json is a few KB; a larger one is not read
 
 __all__ = [
     "AlertsConfig",
@@ -335,8 +338,16 @@ def read_settings_file(
     """The settings in the UTF-8 JSON file at `path`, or `error` with a message for each way
     reading it fails: `missing` (no such file), "Cannot read {what}: <the OS's reason>.", the
     file is not UTF-8 (named by read_utf8), `empty` when given (else an empty file is damaged),
-    and "{damaged}: <what is wrong>" for anything that is not valid settings JSON."""
+    and "{damaged}: <what is wrong>" for anything that is not valid settings JSON. A file over
+    MAX_SETTINGS_FILE_BYTES is not read at all (settings are a few KB)."""
     try:
+        size = os.stat(path).st_size
+        if size > MAX_SETTINGS_FILE_BYTES:
+            raise error(
+                f"{damaged} is {size / 2**20:.1f} MB, far more than settings take (a few KB; at "
+                f"most {MAX_SETTINGS_FILE_BYTES // 2**20} MB is read). It is not a settings file, "
+                "or something filled it: nothing was read."
+            )
         text = read_utf8(path, error)
     except FileNotFoundError:
         raise error(missing) from None

@@ -30,6 +30,7 @@ import torch
 from grpo_desktop.engine.errors import UserError
 from grpo_desktop.engine.runs.layout import (  # noqa: F401 (re-exported)
     DAMAGED_SUFFIX,
+    MAX_STATE_BYTES,
     STATE_FILE,
     checkpoint_problem,
     checkpoints_dir,
@@ -197,11 +198,20 @@ def save_checkpoint(
 
 
 def read_state(ckpt_dir: str) -> dict:
+    path = os.path.join(ckpt_dir, STATE_FILE)
     try:
-        with open(os.path.join(ckpt_dir, STATE_FILE), encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DamagedCheckpoint(ckpt_dir, STATE_FILE, f"it cannot be read ({exc})") from exc
+        if os.path.getsize(path) > MAX_STATE_BYTES:
+            raise DamagedCheckpoint(
+                ckpt_dir, STATE_FILE, "it is far larger than a checkpoint's state (damaged)"
+            )
+        with open(path, encoding="utf-8") as fh:
+            state = json.load(fh)
+    except (OSError, ValueError, RecursionError) as exc:
+        what = "its brackets nest too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise DamagedCheckpoint(ckpt_dir, STATE_FILE, f"it cannot be read ({what})") from None
+    if not isinstance(state, dict):
+        raise DamagedCheckpoint(ckpt_dir, STATE_FILE, "it holds no checkpoint state")
+    return state
 
 
 def weights_path(ckpt_dir: str) -> tuple[str, bool]:

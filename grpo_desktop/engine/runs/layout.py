@@ -23,6 +23,7 @@ import struct
 import zipfile
 
 STATE_FILE = "trainer_state.json"
+MAX_STATE_BYTES = 4 * 2**20  # a checkpoint's state is a few hundred bytes; more is damage
 TRAINING_FILES = ("optimizer.pt", "scheduler.pt", "rng.pt")  # torch.save'd, read weights_only
 WEIGHT_DIRS = ("adapter", "model")  # save_pretrained folders: a LoRA adapter or full weights
 DAMAGED_SUFFIX = ".damaged"
@@ -94,7 +95,7 @@ def _safetensors_problem(path: str) -> str:
             header = json.loads(fh.read(n))
     except OSError as exc:
         return f"it cannot be read ({exc.strerror or exc})"
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return "its header is not valid (the file is damaged)"
     ends = [
         v["data_offsets"][1]
@@ -112,13 +113,16 @@ def checkpoint_problem(path: str) -> tuple[str, str] | None:
     missing or cut short, what a crash or a full disk leaves. A pickle that would be refused is
     only found when torch loads it (engine/runs/checkpoint.py)."""
     try:
-        with open(os.path.join(path, STATE_FILE), encoding="utf-8") as fh:
+        state_path = os.path.join(path, STATE_FILE)
+        if os.path.getsize(state_path) > MAX_STATE_BYTES:
+            return STATE_FILE, "it is far larger than a checkpoint's state (the file is damaged)"
+        with open(state_path, encoding="utf-8") as fh:
             state = json.load(fh)
         if not isinstance(state, dict) or not isinstance(state.get("step"), int):
             return STATE_FILE, "it does not say which step it is"
     except OSError as exc:
         return STATE_FILE, f"it cannot be read ({exc.strerror or exc})"
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return STATE_FILE, "it is not valid JSON (the file is damaged)"
     weights = [d for d in WEIGHT_DIRS if os.path.isdir(os.path.join(path, d))]
     if not weights:
