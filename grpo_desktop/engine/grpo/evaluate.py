@@ -21,9 +21,10 @@ from grpo_desktop.engine.rewards.task_score import accuracy_verdicts_for
 from grpo_desktop.engine.sampling.rollout import generate_completions, tokenize_prompts
 
 EVAL_BATCH = 64  # problems decoded together on a GPU (each batch's cache must fit beside training)
-# On the CPU: a decode step of a small model costs about the same for 36 rows as for 64 (its time
-# goes to per-step overhead), so the demo's 100 problems go in one batch: ~7 % less time per
-# evaluation than 64 + 36, the same answers (bench/README.md, "Decode per token-step").
+# On the CPU, where 128 rows' cache is small beside the host's memory: a decode step pays its
+# per-step overhead once however many rows it holds, so the demo's 100 problems go in one batch,
+# ~7 % less CPU time per evaluation than 64 + 36, with the same answers (bench/README.md,
+# "decode_floor.py").
 EVAL_BATCH_CPU = 128
 
 

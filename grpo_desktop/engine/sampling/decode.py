@@ -4,14 +4,17 @@ Through the model's own `forward`, each one-token step also builds a causal mask
 every module's hooks and output capture, and grows the key/value cache by concatenation (a copy
 of the whole cache per token); on the small models this app trains on a CPU, that bookkeeping
 costs as much as the arithmetic (bench/README.md, "Where the speed comes from"). `LeanDecoder`
-runs the same computation on the model's own modules (norms, MLPs, projections, rotary
-embedding, transformers' `apply_rotary_pos_emb`), keys and values written in place into buffers
-sized for the whole completion: the forward's logits up to float rounding. It covers what it
+runs the same computation on the model's weights with as few torch calls as it can (issue 28:
+141 a token on the demo against the modules' 305; bench/decode_floor.py): q/k/v and gate/up as
+one product each, torch's one-call RMSNorm, the model's rotary embedding for every position of
+the decode at once, keys and values written in place into buffers sized for the whole
+completion: the forward's logits up to float rounding, the same bits per step. It covers what it
 can check: Llama and Qwen2 on the CPU, every layer full attention, each projection a plain
 `nn.Linear` (LoRA only while `lora_merged` has folded it), no hooks; for anything else
 `lean_decoder` returns None and the sampler calls the model. CUDA uses decode_static.py.
 
-Try it: tests/engine/sampling/test_decode.py (its logits and tokens against the forward's).
+Try it: tests/engine/sampling/test_decode.py and test_decode_lean_step.py (its logits and
+tokens against the forward's, its torch calls per token).
 """
 
 from __future__ import annotations
@@ -85,11 +88,14 @@ class _Layer:
         self.extra = hasattr(attn, "q_norm") or hasattr(attn, "k_norm")  # Qwen3-style: not ours
 
 
+JOIN_LIMIT = 64 * 2**20  # bytes of weight copies a decode may make to join products (demo: 4 MB)
+
+
 def _joined(linears) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One weight (sum of outs, in) and bias for several nn.Linear of one input: a product of
     the joined weight computes each part's output column by column as its own product does (the
-    bench and tests/engine/sampling/test_decode.py check the tokens), in one call instead of
-    several. A copy: the training step may change the weights after this call."""
+    tests hold the tokens to the forward's), in one call instead of several. A copy: the
+    training step may change the weights after this call."""
     weight = torch.cat([lin.weight for lin in linears])  # (out, in)
     if all(lin.bias is None for lin in linears):
         return weight, None
@@ -98,6 +104,25 @@ def _joined(linears) -> tuple[torch.Tensor, torch.Tensor | None]:
         for lin in linears
     ]
     return weight, torch.cat(biases)  # (out,)
+
+
+class _Product:
+    """x -> the outputs of several nn.Linear of one input side by side (N, sum of outs): one
+    product of their joined weights where `join`, else one per layer and a concatenation (a
+    large model's weights are not copied: its step is its products anyway)."""
+
+    def __init__(self, linears, rows: int, join: bool) -> None:
+        if join and len(linears) > 1:
+            self.parts = [_joined(linears)]
+        else:
+            self.parts = [(lin.weight, lin.bias) for lin in linears]
+        self.fns = [product_for(rows, w, b) for w, b in self.parts]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if len(self.parts) == 1:
+            (w, b), fn = self.parts[0], self.fns[0]
+            return fn(x, w, b)
+        return torch.cat([fn(x, w, b) for fn, (w, b) in zip(self.fns, self.parts)], dim=-1)
 
 
 def _rms_norm(norm):
@@ -112,22 +137,18 @@ def _rms_norm(norm):
 
 
 class _Step:
-    """One layer as a decode step runs it: q, k and v in one product (and gate with up), the
-    norms as one call each, q and k rotated together."""
+    """One layer as a decode step runs it: q, k and v in one product (and gate with up) when
+    `join`, the norms as one call each, q and k rotated together."""
 
-    def __init__(self, layer: _Layer, rows: int) -> None:
+    def __init__(self, layer: _Layer, rows: int, join: bool) -> None:
         self.input_norm, self.post_norm = _rms_norm(layer.input_norm), _rms_norm(layer.post_norm)
-        self.qkv_w, self.qkv_b = _joined([layer.q, layer.k, layer.v])
-        self.o_w, self.o_b = layer.o.weight, layer.o.bias
-        self.gate_up_w, self.gate_up_b = _joined([layer.gate, layer.up])
-        self.down_w, self.down_b = layer.down.weight, layer.down.bias
+        self.qkv = _Product([layer.q, layer.k, layer.v], rows, join)
+        self.o = _Product([layer.o], rows, join)
+        self.gate_up = _Product([layer.gate, layer.up], rows, join)
+        self.down = _Product([layer.down], rows, join)
         self.width = layer.gate.weight.size(0)  # F, the MLP's inner width
         self.act = F.silu if _is_silu(layer.act) else layer.act
         self.scaling = layer.scaling
-        self.qkv = product_for(rows, self.qkv_w, self.qkv_b)
-        self.o = product_for(rows, self.o_w, self.o_b)
-        self.gate_up = product_for(rows, self.gate_up_w, self.gate_up_b)
-        self.down = product_for(rows, self.down_w, self.down_b)
 
 
 def _is_silu(act) -> bool:
@@ -165,10 +186,15 @@ class LeanDecoder:
         self.head_dim, self.kv_heads, self.capacity = D, Hkv, capacity
         self.heads = layers[0].q.weight.size(0) // D
         # Per product, F.linear or oneDNN's product, whichever is faster here for N rows.
-        self.steps = [_Step(layer, N) for layer in layers]
-        self.head = product_for(N, self.lm_head.weight, self.lm_head.bias)
-        self.products = {id(s): p for s in self.steps for p in (s.qkv, s.o, s.gate_up, s.down)}
-        self.products[id(self.lm_head)] = self.head
+        # q/k/v and gate/up joined where their copies stay under JOIN_LIMIT bytes.
+        joined = [
+            lin for layer in layers for lin in (layer.q, layer.k, layer.v, layer.gate, layer.up)
+        ]
+        copies = sum(lin.weight.numel() * lin.weight.element_size() for lin in joined)
+        self.steps = [_Step(layer, N, copies <= JOIN_LIMIT) for layer in layers]
+        self.head = _Product([self.lm_head], N, False)
+        products = [self.head] + [p for s in self.steps for p in (s.qkv, s.o, s.gate_up, s.down)]
+        self.products = {(id(p), i): fn for p in products for i, fn in enumerate(p.fns)}
         self.length = self.prompt = 0  # positions filled (prompt + tokens fed), prompt length
 
     def _angles(self, positions: torch.Tensor):
@@ -217,7 +243,7 @@ class LeanDecoder:
         h = F.embedding(tokens, self.embed_w)  # (N, E)
         for s, kv in zip(self.steps, self.kv):
             x = s.input_norm(h)  # (N, E)
-            qkv = s.qkv(x, s.qkv_w, s.qkv_b).view(N, H + 2 * Hkv, D)  # (N, H + 2Hkv, D)
+            qkv = s.qkv(x).view(N, H + 2 * Hkv, D)  # (N, H + 2Hkv, D)
             qk = qkv[:, : H + Hkv]  # (N, H + Hkv, D) the query and key heads, rotated in place
             torch.add(qk * cos, qk.roll(D // 2, dims=-1) * sin, out=qk)
             # this token's keys and values, (N, 2Hkv, D) as (2, N, Hkv, D)
@@ -232,12 +258,11 @@ class LeanDecoder:
                 scores.masked_fill_(blocked, float("-inf"))  # (N, Hkv, H/Hkv, L)
             probs = torch.softmax(scores, dim=-1)  # (N, Hkv, H/Hkv, L)
             out = torch.matmul(probs, kv[1, :, :, :L])  # (N, Hkv, H/Hkv, D)
-            h.add_(s.o(out.reshape(N, -1), s.o_w, s.o_b))  # (N, E)
-            gu = s.gate_up(s.post_norm(h), s.gate_up_w, s.gate_up_b)  # (N, 2F)
+            h.add_(s.o(out.reshape(N, -1)))  # (N, E)
+            gu = s.gate_up(s.post_norm(h))  # (N, 2F)
             gated = s.act(gu[:, : s.width]).mul_(gu[:, s.width :])  # (N, F)
-            h.add_(s.down(gated, s.down_w, s.down_b))  # (N, E)
-        head = self.lm_head
-        return self.head(self.norm(h), head.weight, head.bias)  # (N, V)
+            h.add_(s.down(gated))  # (N, E)
+        return self.head(self.norm(h))  # (N, V)
 
 
 def supported_model(model):

@@ -50,12 +50,16 @@ def _prefilled(model, tok, capacity_extra: int = 12):
 
 
 @torch.no_grad()
+@pytest.mark.parametrize("join", [True, False])
 def test_steps_give_the_forwards_logits_and_the_per_call_paths_bits(
-    model_and_tokenizer, linear_kernel
+    model_and_tokenizer, linear_kernel, join, monkeypatch
 ):
+    """Joined products (a small model) and separate ones (weights over decode.JOIN_LIMIT)."""
+    monkeypatch.setattr(decode, "JOIN_LIMIT", decode.JOIN_LIMIT if join else 0)
     model, tok = model_and_tokenizer
     ids, mask, positions, lean = _prefilled(model, tok)
     _, _, _, per_call = _prefilled(model, tok)
+    assert len(lean.steps[0].qkv.parts) == (1 if join else 3)
     _, hf_cache = sampler._prefill(model, ids, mask, positions)
     lean.start(mask, positions[:, -1:] + 1)
     attention, pos = mask, positions[:, -1:] + 1
