@@ -339,7 +339,7 @@ def test_checker_timeout_then_next_call_works(faulty):
     pid = faulty.pid
     start = time.perf_counter()
     results = faulty.check_many(["hang", "four"], ["a", "a"], ["p", "p"])
-    assert results[0] == CheckResult(None, "check() timed out after 0.5 s", None)
+    assert results[0] == CheckResult(None, "check() timed out after 0.5 s", None, timed_out=True)
     assert results[1] == CheckResult(4.0, None, None)  # a fresh child took the next call
     assert time.perf_counter() - start < T + 3.0
     assert faulty.pid != pid and _gone(pid)
