@@ -23,6 +23,7 @@ from grpo_desktop.engine.export.trl_project import (
     requirements,
     write_trl_project,
 )
+from tests.support.paths import ROOT
 from tests.support.trl_export import BASE, export_settings, grpo, make_project, run
 
 pytest.importorskip("trl")
@@ -302,6 +303,15 @@ def test_readme_lists_the_unmapped_settings_and_the_launches(project):
     assert "--use_vllm true --vllm_mode colocate" in readme and "--vllm_mode server" in readme
     # B·G = 4: 2 processes take 2 each in one pass; 8 processes cannot split 4
     assert "| 2 | 2 | 1 |" in readme and "| 8 | - | - (does not divide 4) |" in readme
+
+
+def test_ci_installs_the_versions_the_project_pins():
+    """.ci/constraints.txt (what CI and the README's test command install) names exactly the
+    versions the exported project pins, so the check below runs on them."""
+    path = os.path.join(ROOT, ".ci", "constraints.txt")
+    with open(path, encoding="utf-8") as fh:
+        lines = [ln.strip() for ln in fh if ln.strip() and not ln.startswith("#")]
+    assert dict(ln.split("==") for ln in lines) == TESTED_VERSIONS
 
 
 def test_requirements_pin_the_installed_tested_versions():
