@@ -41,7 +41,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from grpo_desktop.ui.common.widgets import _STYLES
+from grpo_desktop.ui.common.widgets import MessageBar
 
 HEIGHT = 38  # one line of text and a row of buttons
 PRIORITY = {
@@ -316,49 +316,31 @@ class MessageArea(QFrame):
         self.more_button.setVisible(label is not None and label.is_elided())
 
 
-class WindowMessage(QFrame):
+class WindowMessage(MessageBar):
     """The main window's error, warning or info message, one line in the MessageArea (Details…
-    for a traceback). Same API as common/widgets.MessageBar; `posted` when a message is set."""
+    for a traceback): a MessageBar laid out on one line; `posted` when a message is set."""
 
-    details_requested = Signal(str)
     posted = Signal()
 
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.kind = ""
-        self._details = ""
-        self.text = ElidedLabel()
-        self.details_button = QPushButton("Details…")
-        self.details_button.setToolTip("Show the technical details (for bug reports)")
-        self.close_button = QPushButton("Dismiss")  # the area's × does this; kept for scripts
-        self.close_button.hide()
+    def _make_label(self) -> QLabel:
+        return ElidedLabel()
+
+    def _lay_out(self) -> None:
+        self.close_button.hide()  # the area's × does this; kept for scripts
         row = QHBoxLayout(self)
         row.setContentsMargins(10, 2, 4, 2)
         row.addWidget(self.text, 1)
         row.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignVCenter)
-        self.details_button.clicked.connect(lambda: self.details_requested.emit(self._details))
-        self.close_button.clicked.connect(self.clear)
-        self.hide()
+
+    def _shown(self, text: str) -> str:
+        return html.escape(text, quote=False).replace("\n", "<br>")
 
     def priority(self) -> int:
         return PRIORITY.get(self.kind, PRIORITY["info"])
 
     def show_message(self, kind: str, text: str, details: str = "") -> None:
-        bg, border, fg = _STYLES[kind]
-        self.kind, self._details = kind, details
-        self.setStyleSheet(
-            f"WindowMessage {{ background: {bg}; border: 1px solid {border}; border-radius: 4px;"
-            f" }} WindowMessage QLabel {{ color: {fg}; }}"
-        )
-        self.text.setText(html.escape(text, quote=False).replace("\n", "<br>"))
-        self.details_button.setVisible(bool(details))
-        self.show()
+        super().show_message(kind, text, details)
         self.posted.emit()
 
     def message(self) -> str:
         return plain(self.text.text()) if self.kind else ""
-
-    def clear(self) -> None:
-        self.kind, self._details = "", ""
-        self.text.setText("")
-        self.hide()

@@ -190,7 +190,8 @@ class SliderSpin(QWidget):
 
 class MessageBar(QFrame):
     """A dismissable strip at the top of the window for errors and warnings, with optional
-    details (e.g. a traceback) behind a button instead of in the message itself."""
+    details (e.g. a traceback) behind a button instead of in the message itself. The main
+    window's one-line version is common/message_area.WindowMessage, a subclass."""
 
     details_requested = Signal(str)
 
@@ -198,12 +199,22 @@ class MessageBar(QFrame):
         super().__init__(parent)
         self.kind = ""
         self._details = ""
-        self.text = QLabel()
-        self.text.setWordWrap(True)
-        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.text = self._make_label()
         self.details_button = QPushButton("Details…")
         self.details_button.setToolTip("Show the technical details (for bug reports)")
         self.close_button = QPushButton("Dismiss")
+        self._lay_out()
+        self.details_button.clicked.connect(lambda: self.details_requested.emit(self._details))
+        self.close_button.clicked.connect(self.clear)
+        self.hide()
+
+    def _make_label(self) -> QLabel:
+        label = QLabel()
+        label.setWordWrap(True)
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        return label
+
+    def _lay_out(self) -> None:
         row = QHBoxLayout()
         row.setContentsMargins(10, 6, 6, 6)
         row.addWidget(self.text, 1)
@@ -213,18 +224,20 @@ class MessageBar(QFrame):
         buttons.addStretch(1)
         row.addLayout(buttons)
         self.setLayout(row)
-        self.details_button.clicked.connect(lambda: self.details_requested.emit(self._details))
-        self.close_button.clicked.connect(self.clear)
-        self.hide()
+
+    def _shown(self, text: str) -> str:
+        """What the label shows for the message `text`."""
+        return text
 
     def show_message(self, kind: str, text: str, details: str = "") -> None:
         bg, border, fg = _STYLES[kind]
         self.kind, self._details = kind, details
+        name = type(self).__name__
         self.setStyleSheet(
-            f"MessageBar {{ background: {bg}; border: 1px solid {border}; border-radius: 4px; }}"
-            f" MessageBar QLabel {{ color: {fg}; }}"
+            f"{name} {{ background: {bg}; border: 1px solid {border}; border-radius: 4px; }}"
+            f" {name} QLabel {{ color: {fg}; }}"
         )
-        self.text.setText(text)
+        self.text.setText(self._shown(text))
         self.details_button.setVisible(bool(details))
         self.show()
 
@@ -233,7 +246,7 @@ class MessageBar(QFrame):
 
     def clear(self) -> None:
         self.kind, self._details = "", ""
-        self.text.clear()
+        self.text.setText("")
         self.hide()
 
 
