@@ -8,6 +8,7 @@ moved to where the added tokens now sit. `real_pre_tokenizer=True` gives the tok
 family's real pre-tokenizer regex (Llama 3: digits in threes; Qwen2: one by one) instead of
 shapes.py's GPT-2 one; `sentencepiece_llama` builds a Llama-2-style SentencePiece tokenizer.
 `export_all` builds and exports them once per test process; `field`, `values` ... read the files.
+`tiny_run_config` is a one-step LoRA run of the demo's task on such a model (or its GGUF).
 """
 
 from __future__ import annotations
@@ -222,3 +223,21 @@ def values(tensor) -> np.ndarray:
 
 def hf_weight(model, name) -> np.ndarray:
     return model.state_dict()[name].float().numpy()
+
+
+def tiny_run_config(model: str, max_completion_length: int = 4, **run):
+    """The demo's task on `model` (a folder or a .gguf) cut to one short LoRA step: 2 answers to
+    1 prompt, 2 held-out problems, no system prompt; `run` overrides the run section."""
+    from grpo_desktop.engine.config.demo import demo_config
+
+    return demo_config().replace(
+        model={"name_or_path": model},
+        lora={"enabled": True, "r": 4, "alpha": 8},
+        data={"eval_size": 2, "system_prompt": ""},
+        algorithm={
+            "num_generations": 2,
+            "prompts_per_step": 1,
+            "max_completion_length": max_completion_length,
+        },
+        run={"max_steps": 1, "eval_every": 0, **run},
+    )

@@ -37,7 +37,7 @@ from grpo_desktop.engine.models.gguf_info import (
     supported_architectures,
 )
 from grpo_desktop.engine.models.loading import resolve_model_path
-from tests.support.gguf_models import build_small
+from tests.support.gguf_models import build_small, tiny_run_config
 from tests.support.ollama_layout import smollm2_gguf
 from tests.support.paths import ROOT
 
@@ -360,15 +360,7 @@ def _cli(args: list[str], env: dict, timeout: int = 280) -> subprocess.Completed
 
 
 def _small_config(path: str, model: str) -> str:
-    from grpo_desktop.engine.config.demo import demo_config
-
-    cfg = demo_config().replace(
-        model={"name_or_path": model},
-        lora={"enabled": True, "r": 4, "alpha": 8},
-        data={"eval_size": 2, "system_prompt": ""},
-        algorithm={"num_generations": 2, "prompts_per_step": 1, "max_completion_length": 8},
-        run={"max_steps": 1, "eval_every": 0, "checkpoint_every": 1},
-    )
+    cfg = tiny_run_config(model, max_completion_length=8, checkpoint_every=1)
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(cfg.to_dict(), fh)
     return path

@@ -14,12 +14,11 @@ import threading
 
 import pytest
 
-from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.engine.control import TrainControl
 from grpo_desktop.engine.grpo.trainer import train
 from grpo_desktop.engine.models import gguf_import
 from grpo_desktop.engine.models.gguf_import import ImportStopped, import_events, imported_folder
-from tests.support.gguf_models import build_small
+from tests.support.gguf_models import build_small, tiny_run_config
 
 
 @pytest.fixture(scope="module")
@@ -68,13 +67,7 @@ def test_closing_the_progress_early_stops_the_import(gguf_path, cache):
 
 
 def test_stop_while_a_run_imports_its_model_ends_it_stopped(gguf_path, cache, tmp_path):
-    cfg = demo_config().replace(
-        model={"name_or_path": gguf_path},
-        lora={"enabled": True, "r": 4, "alpha": 8},
-        data={"eval_size": 2, "system_prompt": ""},
-        algorithm={"num_generations": 2, "prompts_per_step": 1, "max_completion_length": 4},
-        run={"max_steps": 1, "eval_every": 0},
-    )
+    cfg = tiny_run_config(gguf_path)
     control = TrainControl()
     events = []
     for event in train(cfg, control, run_dir=str(tmp_path / "run")):
@@ -94,13 +87,7 @@ def test_compare_reports_the_import_before_its_answers(gguf_path, cache, tmp_pat
     the import's lines reach `importing`, then the comparison runs."""
     from grpo_desktop.engine.variants.compare import compare_run
 
-    cfg = demo_config().replace(
-        model={"name_or_path": gguf_path},
-        lora={"enabled": True, "r": 4, "alpha": 8},
-        data={"eval_size": 2, "system_prompt": ""},
-        algorithm={"num_generations": 2, "prompts_per_step": 1, "max_completion_length": 4},
-        run={"max_steps": 1, "eval_every": 0, "checkpoint_every": 1},
-    )
+    cfg = tiny_run_config(gguf_path, checkpoint_every=1)
     run = tmp_path / "run"
     finished = list(train(cfg, run_dir=str(run)))[-1]
     assert finished.status == "completed", finished.message
