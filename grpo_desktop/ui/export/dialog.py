@@ -6,7 +6,9 @@ for, the output folder (by default a new folder in '<session> exports' beside th
 engine/export/location.py; typed, or chosen with Choose…: an empty folder is used as it is, a
 non-empty one gets a new folder inside named after the run, step and format), and the expected
 size read from the files before anything is loaded (engine/export/plan.py; for a 4-bit or 8-bit
-run's merged or GGUF export it says why the result is bfloat16 and how large). Export runs
+run's merged or GGUF export it says why the result is bfloat16 and how large; a TRL project's
+size is measured by writing it into a temporary folder, in the background, since a large
+dataset makes that take a while). Export runs
 `engine.export.pipeline.export` in an `ExportRunner`'s thread (worker.py); Cancel stops it
 between stages (nothing is left behind); errors show in the dialog, never as a traceback. A TRL
 project exports the settings in the window, so it works before the first checkpoint; code from
@@ -42,9 +44,12 @@ from grpo_desktop.engine.export.location import exports_folder, unused
 from grpo_desktop.engine.export.plan import plan_export
 from grpo_desktop.engine.units import size_text
 from grpo_desktop.ui.common.slots import connect_slots
+from grpo_desktop.ui.common.tasks import BackgroundTasks
 from grpo_desktop.ui.common.widgets import wrapped_label
 from grpo_desktop.ui.export.checkpoints import CheckpointList, PathButtons
 from grpo_desktop.ui.export.worker import ExportRunner
+
+MEASURING = "measuring…"  # the size label while the TRL project is measured
 
 FORMATS = [  # (label, engine format, GGUF outtype, what it is for)
     ("LoRA adapter (PEFT)", "adapter", "f16",
@@ -161,6 +166,7 @@ class ExportDialog(QDialog):
                       name="runner")  # fmt: skip
         self._out_typed = False
         self._problem = ""
+        self._tasks = BackgroundTasks(self)
         self.checkpoints.load(self.model.run_dir)
         self._set_busy(False)
         self._refresh()
@@ -209,12 +215,31 @@ class ExportDialog(QDialog):
                 unused(os.path.join(self._default_parent(), self._suggested_name()))
             )
         self.checkpoints.setEnabled(fmt != "trl")
-        problem = TRAINING if self.model.running else ""
+        self._tasks.cancel("plan")
+        if self.model.running:
+            self._show_plan(None, TRAINING)
+        elif fmt == "trl":
+            cfg = self.model.config
+            self._tasks.submit("plan", lambda: plan_export(cfg, "trl"), self._on_trl_plan)
+            self._show_plan(None, "", measuring=True)
+        else:
+            try:
+                self._show_plan(self._plan(), "")
+            except UserError as exc:
+                self._show_plan(None, str(exc))
+
+    def _on_trl_plan(self, plan, error: Exception | None) -> None:
+        if error is None:
+            self._show_plan(plan, "")
+        elif isinstance(error, UserError):
+            self._show_plan(None, str(error))
+        else:
+            self._show_plan(None, f"The TRL project could not be prepared: {error}")
+
+    def _show_plan(self, plan, problem: str, measuring: bool = False) -> None:
+        """The size, why the dtype, and whether Export may start (`problem` says why not)."""
+        _label, fmt, _outtype = self.chosen()
         self.reason_label.hide()
-        try:
-            plan = None if problem else self._plan()
-        except UserError as exc:
-            plan, problem = None, str(exc)
         if plan is not None:
             self.size_label.setText(f"about {size_text(plan.result_bytes)}" + (
                 f" (and {size_text(plan.needed_bytes - plan.result_bytes)} more while it is "
@@ -225,7 +250,7 @@ class ExportDialog(QDialog):
                 self.reason_label.setText(f"Why {what} is bfloat16: {plan.dtype_reason}")
                 self.reason_label.show()
         else:
-            self.size_label.setText("—")
+            self.size_label.setText(MEASURING if measuring else "—")
         busy = self.runner.busy
         self.export_button.setEnabled(not problem and not busy)
         self.export_button.setToolTip(problem)

@@ -4,7 +4,8 @@
   hidden data folder), and a second export gets a new name instead of asking to replace;
 - a GGUF export names its file Demo-step2-f16.gguf (the outtype once), and its Modelfile carries
   the system prompt and the worked example the run trained with (SYSTEM, MESSAGE lines);
-- the size it shows for a TRL project is the size of the folder it writes.
+- the size it shows for a TRL project is the size of the folder it writes, measured off the GUI
+  thread.
 
 The run is a real 2-step demo run with a worked example (full fine-tuning, small settings).
 """
@@ -93,9 +94,28 @@ def test_a_gguf_export_lands_beside_the_session_ready_for_ollama(qtbot, window, 
     again.close()
 
 
-def test_the_trl_size_shown_is_the_size_written(qtbot, window, tmp_path):
+def test_the_trl_size_shown_is_the_size_written(qtbot, window, tmp_path, monkeypatch):
+    """Measured by writing the project into a temporary folder, off the GUI thread (a large
+    dataset makes that slow); "measuring…" meanwhile."""
+    import threading
+
+    from grpo_desktop.engine.export import plan, trl_project
+    from grpo_desktop.ui.export.dialog import MEASURING
+
+    writers = []
+    real_write = trl_project.write_trl_project
+
+    def spy(*args, **kwargs):  # the real writer, noting which thread it runs in
+        writers.append(threading.current_thread())
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(trl_project, "write_trl_project", spy)
+    plan._measured.clear()
     dialog = _dialog(qtbot, window)
     dialog.set_format("trl")
+    assert dialog.size_label.text() == MEASURING
+    qtbot.waitUntil(lambda: dialog.size_label.text() != MEASURING, timeout=60_000)
+    assert writers and threading.main_thread() not in writers
     shown = dialog.size_label.text()
     result = _export(qtbot, dialog)
     written = folder_bytes(result["out"])
