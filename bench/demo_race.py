@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -68,21 +67,12 @@ def trl(project: str, seed: int, steps: int, out: str, n: int) -> dict:
         state = json.load(fh)
     runtime = next(e["train_runtime"] for e in state["log_history"] if "train_runtime" in e)
     done = state["global_step"]
-    # The final model is saved in OUT (full fine-tuning), beside TRL's trainer_state.json, which
-    # makes `grpo-desktop eval` take OUT for a checkpoint of one of its own runs: the model's
-    # files are scored from a folder of their own.
-    model = out + "-model"
-    os.makedirs(model, exist_ok=True)
-    for name in os.listdir(out):
-        path = os.path.join(out, name)
-        if os.path.isfile(path) and name not in ("trainer_state.json", "training_args.bin"):
-            shutil.copy2(path, model)
     return {
         "wall_s": wall,
         "train_s": runtime,
         "s_per_step": runtime / done,
         "steps": done,
-        "accuracy": held_out(model, n),
+        "accuracy": held_out(out, n),  # its final model
     }
 
 

@@ -1,8 +1,9 @@
 """`grpo-desktop eval`: a model's held-out accuracy, or two of a run's models side by side.
 
 Plain eval answers the held-out problems greedily (and at temperature 1 for the format rate) with
-the demo model, a run's latest checkpoint, a checkpoint folder or a model folder, and prints one
-JSON line. With --compare A [--against B], it answers the held-out problems (or --problems FILE)
+the demo model, a run's latest checkpoint, a checkpoint folder, a TRL output folder (its final
+model or newest checkpoint) or one of its checkpoint-N, or a model folder, and prints one JSON
+line. With --compare A [--against B], it answers the held-out problems (or --problems FILE)
 with both sides (base, a step, latest; B defaults to the checkpoint folder given, else the latest),
 prints the summary as one JSON line and writes the per-problem table as CSV (--table, by default
 compare-A-vs-B.csv in the current folder, never inside the run). A model's own code runs only
@@ -31,7 +32,8 @@ def add_parser(sub) -> None:
         "target",
         nargs="?",
         metavar="MODEL_OR_RUN_DIR",
-        help="a run folder (its latest checkpoint), a checkpoint folder or a model folder",
+        help="a run folder (its latest checkpoint), a checkpoint folder, a TRL output folder "
+        "(its final model, else its newest checkpoint-N) or a model folder",
     )
     e.add_argument("--demo", action="store_true", help="evaluate the built-in demo model")
     e.add_argument("--n", type=int, default=200, help="held-out problems (default 200)")

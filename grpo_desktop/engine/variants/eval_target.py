@@ -29,12 +29,39 @@ from grpo_desktop.engine.models.loading import load_policy, resolve_model_path
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission
 from grpo_desktop.engine.runs import checkpoint as ckpt
 from grpo_desktop.engine.runs.files import config_path, is_run_dir, read_run_config
+from grpo_desktop.engine.variants.trl_models import is_trl_output
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
 
 def _is_checkpoint_dir(path: str) -> bool:
-    return os.path.isfile(os.path.join(path, ckpt.STATE_FILE))
+    """One of the app's checkpoints: RUN/checkpoints/step-N with its state file (TRL's output
+    folders and their checkpoint-N hold a file of the same name)."""
+    run = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    return os.path.isfile(os.path.join(path, ckpt.STATE_FILE)) and is_run_dir(run)
+
+
+def _trl_target(path: str) -> tuple[TrainConfig, str | None, str | None, int | None]:
+    """A TRL output folder (its final model, else its newest checkpoint) or one of its
+    checkpoint-N folders, scored with the settings of the GRPO Desktop export that trained it
+    when found (else the demo's data and rewards), as Try and Compare do."""
+    from grpo_desktop.engine.variants.trl_config import trl_run_config
+    from grpo_desktop.engine.variants.trl_models import trl_models, weights_kind
+
+    output = path
+    if not is_trl_output(path):  # OUTPUT/checkpoint-N
+        output = os.path.dirname(os.path.abspath(path))
+        found = [m for m in trl_models(output) if os.path.abspath(m[3]) == os.path.abspath(path)]
+    else:
+        found = trl_models(path)
+    if not found or weights_kind(found[-1][3]) is None:
+        raise UserError(
+            f"{path} is a TRL output folder with no saved model in it yet (no final model and no "
+            "checkpoint-N holding weights). Evaluate it once its run has saved a checkpoint."
+        )
+    _key, _label, step, folder, is_adapter = found[-1]
+    cfg = trl_run_config(output, demo_config()).config
+    return cfg, folder if is_adapter else None, None if is_adapter else folder, step
 
 
 def resolve_target(target: str | None) -> tuple[TrainConfig, str | None, str | None, int | None]:
@@ -45,10 +72,19 @@ def resolve_target(target: str | None) -> tuple[TrainConfig, str | None, str | N
       adapter or full weights on the run's base model, with the run's config (the base model
       itself when the run saved no checkpoint yet);
     - a checkpoint folder (RUN/checkpoints/step-N): that checkpoint, with its run's config;
+    - a TRL output folder or its checkpoint-N: its final model or newest checkpoint, or that
+      checkpoint (`_trl_target`);
     - anything else: a model folder or hub id, with the demo's data, prompt and rewards."""
     if target is None:
         return demo_config(), None, None, None
     path = os.path.expanduser(target)
+    absolute = os.path.abspath(path)
+    trl_checkpoint = os.path.basename(absolute).startswith("checkpoint-") and is_trl_output(
+        os.path.dirname(absolute)
+    )
+    ours = is_run_dir(path) or _is_checkpoint_dir(path)
+    if not ours and (is_trl_output(path) or trl_checkpoint):
+        return _trl_target(path)
     checkpoint = None
     if _is_checkpoint_dir(path):
         checkpoint, path = path, os.path.dirname(os.path.dirname(os.path.abspath(path)))

@@ -130,3 +130,32 @@ def test_lora_adapters_of_a_trl_output_switch_on_its_base(lora_output, micro_mod
     plain = _logits(AutoModelForCausalLM.from_pretrained(micro_model_dir), tok)
     assert torch.allclose(outs["base"][0], plain, atol=1e-5)
     assert not torch.allclose(outs["final"][0], plain, atol=1e-3)
+
+
+def test_grpo_desktop_eval_scores_a_trl_output_folder_and_its_checkpoints(
+    full_output, lora_output, tmp_path, capsys
+):
+    """`grpo-desktop eval OUT` on TRL's output folder: its final model (not taken for one of the
+    app's own checkpoints because it holds a trainer_state.json), one checkpoint-N, a LoRA
+    output's adapter on its base; an output with no weights yet says so."""
+    from grpo_desktop.cli import main
+    from grpo_desktop.engine.variants.eval_target import resolve_target
+
+    def score(target: str) -> dict:
+        assert main(["eval", target, "--n", "2", "--no-sample"]) == 0, capsys.readouterr().err
+        return json.loads(capsys.readouterr().out)
+
+    assert score(full_output)["step"] == 2
+    assert score(os.path.join(full_output, "checkpoint-1"))["step"] == 1
+    _cfg, adapter, weights, step = resolve_target(full_output)
+    assert (adapter, weights, step) == (None, full_output, 2)
+    cfg, adapter, weights, step = resolve_target(lora_output)
+    assert (adapter, weights, step) == (lora_output, None, 2)
+    assert cfg.model.name_or_path == trl_base_model(lora_output)
+    assert score(lora_output)["step"] == 2
+
+    empty = tmp_path / "trl-empty"
+    empty.mkdir()
+    _state(str(empty), 3)
+    assert main(["eval", str(empty), "--n", "2", "--no-sample"]) == 2
+    assert "TRL output folder with no saved model" in capsys.readouterr().err
