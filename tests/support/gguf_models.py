@@ -20,6 +20,7 @@ import numpy as np
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize
 
+from grpo_desktop.engine.config.demo import demo_config
 from grpo_desktop.engine.export.gguf_vocab import PRE_TOKENIZER_REGEXES
 from grpo_desktop.engine.models import shapes
 from tests.support.paths import ROOT
@@ -228,8 +229,6 @@ def hf_weight(model, name) -> np.ndarray:
 def tiny_run_config(model: str, max_completion_length: int = 4, **run):
     """The demo's task on `model` (a folder or a .gguf) cut to one short LoRA step: 2 answers to
     1 prompt, 2 held-out problems, no system prompt; `run` overrides the run section."""
-    from grpo_desktop.engine.config.demo import demo_config
-
     return demo_config().replace(
         model={"name_or_path": model},
         lora={"enabled": True, "r": 4, "alpha": 8},

@@ -29,7 +29,9 @@ from grpo_desktop.engine.models.loading import load_policy, resolve_model_path
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission
 from grpo_desktop.engine.runs import checkpoint as ckpt
 from grpo_desktop.engine.runs.files import config_path, is_run_dir, read_run_config
-from grpo_desktop.engine.variants.trl_models import is_trl_output
+from grpo_desktop.engine.runs.layout import TRL_CHECKPOINT_DIR
+from grpo_desktop.engine.variants.trl_config import trl_run_config
+from grpo_desktop.engine.variants.trl_models import is_trl_output, trl_models
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
@@ -41,20 +43,24 @@ def _is_checkpoint_dir(path: str) -> bool:
     return os.path.isfile(os.path.join(path, ckpt.STATE_FILE)) and is_run_dir(run)
 
 
-def _trl_target(path: str) -> tuple[TrainConfig, str | None, str | None, int | None]:
+def _trl_output_of(path: str) -> str | None:
+    """The TRL output folder `path` is, or is a checkpoint-N of; None for anything else."""
+    absolute = os.path.abspath(path)
+    if is_trl_output(absolute):
+        return absolute
+    parent = os.path.dirname(absolute)
+    in_output = TRL_CHECKPOINT_DIR.fullmatch(os.path.basename(absolute)) and is_trl_output(parent)
+    return parent if in_output else None
+
+
+def _trl_target(path: str, output: str) -> tuple[TrainConfig, str | None, str | None, int | None]:
     """A TRL output folder (its final model, else its newest checkpoint) or one of its
     checkpoint-N folders, scored with the settings of the GRPO Desktop export that trained it
     when found (else the demo's data and rewards), as Try and Compare do."""
-    from grpo_desktop.engine.variants.trl_config import trl_run_config
-    from grpo_desktop.engine.variants.trl_models import trl_models, weights_kind
-
-    output = path
-    if not is_trl_output(path):  # OUTPUT/checkpoint-N
-        output = os.path.dirname(os.path.abspath(path))
-        found = [m for m in trl_models(output) if os.path.abspath(m[3]) == os.path.abspath(path)]
-    else:
-        found = trl_models(path)
-    if not found or weights_kind(found[-1][3]) is None:
+    found = trl_models(output)  # only folders that hold weights, the final model last
+    if os.path.abspath(path) != output:
+        found = [m for m in found if os.path.abspath(m[3]) == os.path.abspath(path)]
+    if not found:
         raise UserError(
             f"{path} is a TRL output folder with no saved model in it yet (no final model and no "
             "checkpoint-N holding weights). Evaluate it once its run has saved a checkpoint."
@@ -78,13 +84,9 @@ def resolve_target(target: str | None) -> tuple[TrainConfig, str | None, str | N
     if target is None:
         return demo_config(), None, None, None
     path = os.path.expanduser(target)
-    absolute = os.path.abspath(path)
-    trl_checkpoint = os.path.basename(absolute).startswith("checkpoint-") and is_trl_output(
-        os.path.dirname(absolute)
-    )
-    ours = is_run_dir(path) or _is_checkpoint_dir(path)
-    if not ours and (is_trl_output(path) or trl_checkpoint):
-        return _trl_target(path)
+    output = None if is_run_dir(path) or _is_checkpoint_dir(path) else _trl_output_of(path)
+    if output is not None:
+        return _trl_target(path, output)
     checkpoint = None
     if _is_checkpoint_dir(path):
         checkpoint, path = path, os.path.dirname(os.path.dirname(os.path.abspath(path)))
