@@ -77,6 +77,9 @@ class RealRun:
     system_prompt: str = SYSTEM_PROMPT
     example_problem: str = EXAMPLE[0]
     example_answer: str = EXAMPLE[1]
+    # Written for the model at the start of every answer (data.answer_prefix), e.g. "<think>":
+    # with no worked example it starts SmolLM2's format from ~0 (bench/README.md).
+    answer_prefix: str = ""
     accuracy_weight: float = 1.0
     format_weight: float = _STARTER_REWARDS["format_weight"]
     format_credit: str = _STARTER_REWARDS["format_credit"]
@@ -112,6 +115,7 @@ def our_config(s: RealRun) -> Any:
             "system_prompt": s.system_prompt,
             "example_problem": s.example_problem,
             "example_answer": s.example_answer,
+            "answer_prefix": s.answer_prefix,
         },
         rewards={
             "accuracy_weight": s.accuracy_weight,
@@ -264,6 +268,7 @@ def run_trl(s: RealRun) -> dict[str, Any]:
     from grpo_desktop.engine.grpo.evaluate import evaluate
     from grpo_desktop.engine.rewards.functions import format_reward
     from grpo_desktop.engine.rewards.task_score import accuracy_verdicts_for
+    from grpo_desktop.engine.sampling.rollout import added_bos, prompt_token_ids
 
     if s.threads > 0:
         torch.set_num_threads(s.threads)
@@ -278,22 +283,33 @@ def run_trl(s: RealRun) -> dict[str, Any]:
             {"role": "user", "content": s.example_problem},
             {"role": "assistant", "content": s.example_answer},
         ]
+    bos = tokenizer.bos_token if added_bos(tokenizer) is not None else None
+
+    def prompt(problem: str) -> Any:
+        if not s.answer_prefix:
+            return [*system, {"role": "user", "content": problem}]
+        # TRL 1.16 opens a new assistant turn after a conversational prompt, so a prefix goes
+        # in a text prompt rendered as the app renders it (as the exported train.py does).
+        text = prompt_for(tokenizer, problem, cfg.data)
+        return text[len(bos) :] if bos and text.startswith(bos) else text
+
     rows = [
-        {
-            "prompt": [*system, {"role": "user", "content": ex.problem}],
-            "answer": ex.answer,
-            "problem": ex.problem,
-        }
+        {"prompt": prompt(ex.problem), "answer": ex.answer, "problem": ex.problem}
         for ex in data.train
     ]
     r = cfg.rewards
 
+    def answers(completions: list) -> list[str]:
+        """The answers as the app scores them: the prefix, then the completion."""
+        texts = [c if isinstance(c, str) else c[0]["content"] for c in completions]
+        return [s.answer_prefix + text for text in texts]
+
     def accuracy(completions, answer, problem, **kwargs):
-        texts = [c[0]["content"] for c in completions]
+        texts = answers(completions)
         return [v.score for v in accuracy_verdicts_for(cfg.data, r, problem, texts, answer)]
 
     def fmt(completions, **kwargs):
-        texts = [c[0]["content"] for c in completions]
+        texts = answers(completions)
         return format_reward(
             texts, think_tag=r.think_tag, answer_tag=r.answer_tag, credit=r.format_credit
         )
@@ -392,12 +408,9 @@ def run_trl(s: RealRun) -> dict[str, Any]:
         )
         sample = [row["prompt"] for row in rows[:8]]
         theirs = [list(ids) for ids in trainer._tokenize_prompts(sample)[0]]
-        ours = [
-            tokenizer(prompt_for(tokenizer, ex.problem, cfg.data), add_special_tokens=False)[
-                "input_ids"
-            ]
-            for ex in data.train[:8]
-        ]
+        ours = prompt_token_ids(
+            tokenizer, [prompt_for(tokenizer, ex.problem, cfg.data) for ex in data.train[:8]]
+        )
         trainer.train()
     return {
         "side": "trl",

@@ -196,6 +196,16 @@ class DataConfig:
         "exactly the format the format reward checks, e.g. <think>7 × 8 = 56</think> "
         "<answer>56</answer>: the model copies what it sees. Leave empty for no example.",
     )
+    answer_prefix: str = option(
+        "",
+        label="Answer starts with",
+        help="Text written for the model at the start of every answer, which it then continues "
+        "(a prefill), e.g. <think> to start it inside the reasoning tag, as DeepSeek-R1-Zero's "
+        "template does. A model that never writes the tags when only told about them then "
+        "writes the rest of the format often enough for the format reward to teach it, with no "
+        "worked example. Rewards, held-out evaluation, Try and the rollout inspector see this "
+        "text followed by what the model wrote. Leave empty for none.",
+    )
     eval_size: int = option(
         64,
         label="Held-out problems",

@@ -30,6 +30,7 @@ from grpo_desktop.engine.config.starters import starter_hint
 from grpo_desktop.engine.config.training import AlgorithmConfig, RewardsConfig, RunConfig
 from grpo_desktop.engine.errors import ConfigError, UserError, read_utf8
 
+MAX_ANSWER_PREFIX = 200  # characters: a prefill is a tag or a few words
 MAX_SETTINGS_FILE_BYTES = 8 * 2**20  # a config.json is a few KB; a larger one is not read
 
 __all__ = [
@@ -219,6 +220,12 @@ def validate(cfg: TrainConfig) -> list[str]:
         msgs.append(
             f"The worked example has its {given} but no {missing}: fill in its {missing} too "
             "(Dataset panel, Worked example), or clear both fields for no example."
+        )
+    if len(d.answer_prefix) > MAX_ANSWER_PREFIX:
+        msgs.append(
+            f"'Answer starts with' (data.answer_prefix) is {len(d.answer_prefix):,} characters: "
+            f"keep it to a few words (at most {MAX_ANSWER_PREFIX}), such as <{r.think_tag}>. It "
+            "starts every answer; instructions belong in the system prompt."
         )
     total = (
         r.accuracy_weight + r.format_weight + (r.custom_weight if r.custom_checker.strip() else 0)

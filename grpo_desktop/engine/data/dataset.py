@@ -74,9 +74,19 @@ def worked_example(data: DataConfig) -> tuple[str, str] | None:
 
 
 def prompt_for(tokenizer: Any, problem: str, data: DataConfig) -> str:
-    """`build_prompt` with the run's system prompt and worked example: what every caller that
-    has the run's DataConfig uses, so none can leave the example out."""
-    return build_prompt(tokenizer, problem, data.system_prompt, worked_example(data))
+    """`build_prompt` with the run's system prompt, worked example and answer prefix: what every
+    caller that has the run's DataConfig uses, so none can leave one out."""
+    return build_prompt(
+        tokenizer, problem, data.system_prompt, worked_example(data), data.answer_prefix
+    )
+
+
+def responses(data: DataConfig, completions: list[str]) -> list[str]:
+    """Each answer as rewards, evaluation and the rollout inspector see it: the run's answer
+    prefix (written for the model at the end of the prompt) followed by what the model wrote.
+    With no prefix, the completions themselves."""
+    prefix = data.answer_prefix
+    return [prefix + text for text in completions] if prefix else list(completions)
 
 
 def example_messages(example: tuple[str, str] | None) -> list[dict[str, str]]:
@@ -104,8 +114,10 @@ def build_prompt(
     problem: str,
     system_prompt: str = "",
     example: tuple[str, str] | None = None,
+    prefix: str = "",
 ) -> str:
-    """The text fed to the model: the tokenizer's chat template, or PLAIN_TEMPLATE without one.
+    """The text fed to the model: the tokenizer's chat template, or PLAIN_TEMPLATE without one,
+    then `prefix`, the start of the answer written for the model (a prefill such as "<think>").
 
     A worked example (problem, answer) comes first as an earlier exchange: a user turn and the
     assistant's answer before the real problem's turn; in the plain template a
@@ -114,14 +126,18 @@ def build_prompt(
     """
     system = system_prompt.strip()
     if tokenizer is None or not getattr(tokenizer, "chat_template", None):
-        return PLAIN_TEMPLATE.format(system=plain_prefix(system, example), problem=problem)
+        plain = PLAIN_TEMPLATE.format(system=plain_prefix(system, example), problem=problem)
+        return plain + (f" {prefix}" if prefix else "")  # "Answer: <think>"
     from jinja2 import TemplateError
 
     turns = [*example_messages(example), {"role": "user", "content": problem}]
     messages = [{"role": "system", "content": system}] if system else []
     try:
-        return tokenizer.apply_chat_template(
-            messages + turns, tokenize=False, add_generation_prompt=True
+        return (
+            tokenizer.apply_chat_template(
+                messages + turns, tokenize=False, add_generation_prompt=True
+            )
+            + prefix
         )
     except TemplateError as exc:
         if not system:
@@ -132,8 +148,11 @@ def build_prompt(
                 + (", or clear the worked example." if example else ".")
             ) from None
     first = {"role": "user", "content": f"{system}\n\n{turns[0]['content']}"}
-    return tokenizer.apply_chat_template(
-        [first, *turns[1:]], tokenize=False, add_generation_prompt=True
+    return (
+        tokenizer.apply_chat_template(
+            [first, *turns[1:]], tokenize=False, add_generation_prompt=True
+        )
+        + prefix
     )
 
 

@@ -257,10 +257,20 @@ def _param_value(value) -> str:
     return _quote(str(value))
 
 
-def conversation_lines(system_prompt: str, example: tuple[str, str] | None = None) -> list[str]:
+def conversation_lines(
+    system_prompt: str, example: tuple[str, str] | None = None, prefix: str = ""
+) -> list[str]:
     """The run's system prompt as SYSTEM and its worked example as an earlier exchange (MESSAGE
-    user, MESSAGE assistant), so Ollama puts before every chat what the model trained with."""
+    user, MESSAGE assistant), so Ollama puts before every chat what the model trained with; an
+    answer prefix the run wrote for the model, which a Modelfile cannot add, said in comments."""
     lines = []
+    if prefix:
+        lines += [
+            "",
+            f"# The run started every answer with {_quote(prefix)}, written for the model at the",
+            "# end of its prompt. To answer as in training, add it to the TEMPLATE above right",
+            "# after the assistant turn opens (Ollama's replies then leave it out).",
+        ]
     if system_prompt.strip() or example:
         what = "system prompt and worked example" if example else "system prompt"
         lines += ["", f"# The {what} the run trained with."]
@@ -272,9 +282,11 @@ def conversation_lines(system_prompt: str, example: tuple[str, str] | None = Non
     return lines
 
 
-def add_conversation(path: str, system_prompt: str, example: tuple[str, str] | None) -> None:
+def add_conversation(
+    path: str, system_prompt: str, example: tuple[str, str] | None, prefix: str = ""
+) -> None:
     """Append `conversation_lines` to the Modelfile at `path` (a plain GGUF export's)."""
-    lines = conversation_lines(system_prompt, example)
+    lines = conversation_lines(system_prompt, example, prefix)
     if lines:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write("\n".join(lines) + "\n")
@@ -287,6 +299,7 @@ def ollama_modelfile(
     system_prompt: str,
     generated: str,
     example: tuple[str, str] | None = None,
+    prefix: str = "",
 ) -> str:
     """The Modelfile that takes a run trained on the Ollama model `origin` (a
     models.local_models.LocalModel) back to Ollama as `model_name`: the original's Go template,
@@ -326,7 +339,7 @@ def ollama_modelfile(
             line for line in generated.splitlines()
             if line.startswith("PARAMETER ") and not line.startswith("PARAMETER stop ")
         ]  # fmt: skip
-    lines += conversation_lines(system_prompt, example)
+    lines += conversation_lines(system_prompt, example, prefix)
     return "\n".join(lines) + "\n"
 
 
@@ -340,6 +353,7 @@ def back_to_ollama(
     model_name: str,
     system_prompt: str,
     example: tuple[str, str] | None = None,
+    prefix: str = "",
 ) -> dict:
     """Rewrite the Modelfile in `folder` (next to the exported .gguf) for `origin`'s Ollama as
     `model_name`; returns what the export's summary adds: the names and the create line."""
@@ -347,7 +361,9 @@ def back_to_ollama(
     path = os.path.join(folder, "Modelfile")
     with open(path, encoding="utf-8") as fh:
         generated = fh.read()
-    text = ollama_modelfile(gguf_name, origin, model_name, system_prompt, generated, example)
+    text = ollama_modelfile(
+        gguf_name, origin, model_name, system_prompt, generated, example, prefix
+    )
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(text)
     return {

@@ -306,11 +306,12 @@ def _write(plan: ExportPlan, tmp: str, outtype: str, stage: _Stages, remote_code
     os.rmdir(gguf_dir)
     summary = dict(result) if isinstance(result, dict) else {}
     system, example = plan.cfg.data.system_prompt, worked_example(plan.cfg.data)
+    prefix = plan.cfg.data.answer_prefix
     if origin is not None:
-        summary.update(back_to_ollama(tmp, origin, model_name, system, example))
+        summary.update(back_to_ollama(tmp, origin, model_name, system, example, prefix))
         stage(0.98, f"To add it to Ollama, in {plan.out_dir}: {summary['ollama_create']}")
     elif os.path.exists(os.path.join(tmp, "Modelfile")):  # the run's system prompt and example
-        add_conversation(os.path.join(tmp, "Modelfile"), system, example)
+        add_conversation(os.path.join(tmp, "Modelfile"), system, example, prefix)
     if "modelfile" in summary:  # where it ends up, not the temporary folder it was written in
         summary["modelfile"] = os.path.join(plan.out_dir, "Modelfile")
     summary.setdefault("dtype", outtype)

@@ -181,6 +181,14 @@ MAPPED: tuple[Mapped, ...] = (
         "(with the worked example's turns first, when the run has one).",
     ),
     Mapped(
+        "data.answer_prefix",
+        "data.answer_prefix",
+        _same,
+        "with a prefix, prompts are texts rendered as the app renders them, ending in the "
+        "prefix, which the model continues; the rewards score the prefix followed by the "
+        "completion, as the app does.",
+    ),
+    Mapped(
         "rewards.accuracy_weight",
         "reward_weights",
         _reward_weights,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from grpo_desktop.engine.config import TrainConfig
-from grpo_desktop.engine.data.dataset import Example, prompt_for
+from grpo_desktop.engine.data.dataset import Example, prompt_for, responses
 from grpo_desktop.engine.events import EvalResult
 from grpo_desktop.engine.rewards.functions import format_reward
 from grpo_desktop.engine.rewards.task_score import accuracy_verdicts_for
@@ -36,7 +36,8 @@ def _batch_size(policy) -> int:
 def _answer_batches(policy, examples: list[Example], cfg: TrainConfig, **sampling):
     """Yield (examples, completions) per batch of problems (EVAL_BATCH, EVAL_BATCH_CPU on the
     CPU): each prompt built as in training and answered once with `sampling` (greedy=True, or
-    temperature and top_p)."""
+    temperature and top_p); the completions' texts start with the run's answer prefix, as in
+    training."""
     size = _batch_size(policy)
     for start in range(0, len(examples), size):
         batch = examples[start : start + size]
@@ -53,6 +54,7 @@ def _answer_batches(policy, examples: list[Example], cfg: TrainConfig, **samplin
                 max_new_tokens=cfg.algorithm.max_completion_length,
                 **sampling,
             )
+        comps.texts = responses(cfg.data, comps.texts)  # the answer prefix, then the completion
         yield batch, comps
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from grpo_desktop.engine.config import TrainConfig
-from grpo_desktop.engine.data.dataset import Example, prompt_for
+from grpo_desktop.engine.data.dataset import Example, prompt_for, responses
 from grpo_desktop.engine.estimate.micro_batch import RowsPerPass, halving_on_oom
 from grpo_desktop.engine.grpo.loss import compute_advantages, group_has_spread, policy_loss
 from grpo_desktop.engine.rewards.functions import RewardBatch, RewardSet
@@ -108,6 +108,9 @@ def sample_groups(policy, examples: list[Example], cfg: TrainConfig, rewards: Re
     t1 = time.perf_counter()
     problems = [ex.problem for ex in examples for _ in range(G)]
     answers = [ex.answer for ex in examples for _ in range(G)]
+    # With an answer prefix, the answer is the prefix and then the completion: scored, shown in
+    # the rollout inspector and opened in the Lab as one text.
+    comps.texts = responses(cfg.data, comps.texts)
     scored = rewards.score(problems, comps.texts, answers)
     totals = torch.tensor(
         [math.nan if v is None else float(v) for v in scored.totals], dtype=torch.float64

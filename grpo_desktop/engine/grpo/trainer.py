@@ -458,7 +458,14 @@ def _overlong_warning(tokenizer, train: list[Example], cfg: TrainConfig) -> str:
     their beginning (left truncation), which the user would otherwise never see."""
     limit = cfg.data.max_prompt_length
     problems, example = [ex.problem for ex in train], worked_example(cfg.data)
-    cut = overlong_prompts(tokenizer, problems, limit, cfg.data.system_prompt, example=example)
+    cut = overlong_prompts(
+        tokenizer,
+        problems,
+        limit,
+        cfg.data.system_prompt,
+        example=example,
+        prefix=cfg.data.answer_prefix,
+    )
     if not cut:
         return ""
     shown = ", ".join(f"#{i + 1} ({n:,} tokens: {_snippet(train[i].problem)})" for i, n in cut[:3])

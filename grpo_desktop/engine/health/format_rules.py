@@ -63,6 +63,10 @@ class FormatRules:
         for old in [s for s in self.format_steps if s < step - 2 * max(1, self._flat_steps())]:
             del self.format_steps[old]
 
+    def _opening(self) -> str:
+        """The reasoning tag that opens the format, e.g. <think>."""
+        return f"<{self.format_tags[0]}>"
+
     def _flat_steps(self) -> int:
         return int(self.settings.no_signal_steps)
 
@@ -82,8 +86,9 @@ class FormatRules:
             advice = (
                 "Show the model the format: add a worked example (Dataset panel, Worked "
                 "example: a problem and its answer in the tags), which a small model copies where "
-                "it ignores the system prompt. Or set the format weight to 0 and train on "
-                "accuracy alone."
+                f"it ignores the system prompt, or start every answer with {self._opening()} "
+                "(Dataset panel, Answer starts with), which it continues. Or set the format "
+                "weight to 0 and train on accuracy alone."
             )
         else:
             message = (
@@ -102,7 +107,8 @@ class FormatRules:
                     " Here not one answer wrote a single tag, so per-tag credit would score 0 "
                     "too: add a worked example (Dataset panel, Worked example: a problem and its "
                     "answer in the tags), which a small model copies where it ignores the system "
-                    "prompt."
+                    f"prompt, or start every answer with {self._opening()} (Dataset panel, Answer "
+                    "starts with)."
                 )
         return self._raise("format_flat", step, message, advice)
 

@@ -118,6 +118,7 @@ def overlong_prompts(
     system_prompt: str = "",
     chunk: int = 256,
     example: tuple[str, str] | None = None,
+    prefix: str = "",
 ) -> list[tuple[int, int]]:
     """(index, token count) of each problem whose prompt is longer than `max_length` tokens,
     which `tokenize_prompts` would cut. Tokens never outnumber UTF-8 bytes (but for a dummy
@@ -125,13 +126,13 @@ def overlong_prompts(
     and tokenized: checking a whole dataset costs little. A prompt of more than
     EXACT_COUNT_CHARS characters is counted from its end's tokens per character (an estimate,
     exact for it when that says it fits): tokenizing a 5 MB prompt whole takes seconds."""
-    template = _bytes(build_prompt(tokenizer, "", system_prompt, example))
+    template = _bytes(build_prompt(tokenizer, "", system_prompt, example, prefix))
     room = max_length - template - BYTE_MARGIN
     suspects = [i for i, p in enumerate(problems) if len(p) > room // 4 and _bytes(p) > room]
     out = []
     for s in range(0, len(suspects), chunk):
         part = suspects[s : s + chunk]
-        texts = [build_prompt(tokenizer, problems[i], system_prompt, example) for i in part]
+        texts = [build_prompt(tokenizer, problems[i], system_prompt, example, prefix) for i in part]
         counts = [_estimated_count(tokenizer, text, max_length) for text in texts]
         exact = [text for text, n in zip(texts, counts) if n is None]
         whole = iter(prompt_token_ids(tokenizer, exact))

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from grpo_desktop.engine.config import RewardsConfig, TrainConfig
-from grpo_desktop.engine.data.dataset import load_data, prompt_for
+from grpo_desktop.engine.data.dataset import load_data, prompt_for, responses
 from grpo_desktop.engine.errors import UserError
 from grpo_desktop.engine.rewards.score_file import SampleRow, score_rows, weights_of
 from grpo_desktop.engine.runs.files import config_path, read_run_config
@@ -210,7 +210,7 @@ def answer_prompt(
         def on_token(_t: int, tokens: torch.Tensor) -> bool:
             nonlocal cancelled
             if stream.add(tokens) and on_text is not None:
-                on_text(list(stream.texts))
+                on_text(responses(cfg.data, stream.texts))
             if should_stop is not None and should_stop():
                 cancelled = True
                 return False
@@ -227,8 +227,8 @@ def answer_prompt(
             comps = generate_completions(
                 model, tokenizer, ids, mask, max_new_tokens=max_new, on_token=on_token, **sampling
             )
-    texts = list(comps.texts)
-    if on_text is not None and texts != stream.texts:
+    texts = responses(cfg.data, comps.texts)  # the answer prefix, then what the model wrote
+    if on_text is not None and texts != responses(cfg.data, stream.texts):
         on_text(texts)
     notes = []
     if full_length > limit:

@@ -86,9 +86,11 @@ def apply_template(
     trust_remote_code: bool,
     remote_code=None,
     example: tuple[str, str] | None = None,
+    prefix: str = "",
 ) -> dict[str, Any]:
     """The problems as the model sees them: its chat template, or the plain template, with the
-    worked example's turns (problem, answer) before each when there is one."""
+    worked example's turns (problem, answer) before each when there is one, and the answer
+    prefix written for the model after each."""
     from grpo_desktop.engine.data.dataset import build_prompt
     from grpo_desktop.engine.errors import UserError
     from grpo_desktop.engine.models.remote_code import RemoteCodeRefused
@@ -120,7 +122,7 @@ def apply_template(
             prompts.append("")
             continue
         try:
-            prompts.append(build_prompt(tokenizer, problem, system_prompt, example))
+            prompts.append(build_prompt(tokenizer, problem, system_prompt, example, prefix))
         except UserError as exc:
             prompts.append(f"(the chat template failed: {exc})")
     return {"prompts": prompts, "note": note}

@@ -125,6 +125,7 @@ class DatasetPanel(QWidget):
                 ("data", "system_prompt"),
                 ("data", "example_problem"),
                 ("data", "example_answer"),
+                ("data", "answer_prefix"),
                 ("data", "eval_size"),
                 ("data", "max_prompt_length"),
             ],
@@ -352,6 +353,7 @@ class DatasetPanel(QWidget):
             cfg.model.trust_remote_code,
             self.model.remote_code_permission(),  # None unless the user trusted the code
             (cfg.data.example_problem, cfg.data.example_answer),  # the worked example, if any
+            cfg.data.answer_prefix,  # written for the model at the end of each prompt
         )
         self.table.setHorizontalHeaderLabels(["Prompt (applying the chat template…)", "Answer"])
         self.tasks.submit("template", lambda: apply_template(*args), self._on_template_applied)

@@ -144,6 +144,7 @@ CASES = [
     ("data.prompt_column", "problem", lambda c, s, t: s["data"]["prompt_column"], "problem"),
     ("data.answer_column", "solution", lambda c, s, t: s["data"]["answer_column"], "solution"),
     ("data.system_prompt", "Be brief.", lambda c, s, t: s["data"]["system_prompt"], "Be brief."),
+    ("data.answer_prefix", "<think>", lambda c, s, t: s["data"]["answer_prefix"], "<think>"),
     ("rewards.accuracy_weight", 2.0, lambda c, s, t: c.reward_weights, [2.0, 0.2]),
     (
         "rewards.format_weight",

@@ -102,6 +102,7 @@ def test_per_tag_credit_without_a_single_tag_advises_a_worked_example():
     (alert,) = alerts(stream("per_tag", UNTAGGED))
     assert alert.kind == "format_flat" and "not one answer wrote a single" in alert.message
     assert "add a worked example (Dataset panel" in alert.advice and "per tag" not in alert.advice
+    assert "start every answer with <think> (Dataset panel, Answer starts with)" in alert.advice
 
 
 def test_it_stays_quiet_without_a_format_weight_and_on_well_formatted_answers():

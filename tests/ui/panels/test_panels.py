@@ -346,3 +346,21 @@ def test_dataset_preview_shows_the_worked_example_before_each_problem(qtbot, mod
     problem = panel.preview["problems"][0]
     assert 0 < first().index(example) < first().rindex(f"<|user|>{problem}<|end|>")
     assert first().endswith("<|assistant|>")  # the tiny model's chat template
+
+
+def test_dataset_preview_ends_each_prompt_with_the_answer_prefix(qtbot, model, tiny_model_dir):
+    model.set_value("model", "name_or_path", tiny_model_dir)
+    panel = make(qtbot, DatasetPanel, model)
+    panel.show()
+    prefix = field_widget(panel, "data", "answer_prefix")
+    assert "prefill" in html.unescape(prefix.toolTip())
+    edit_widget(prefix, "<think>")
+    assert model.config.data.answer_prefix == "<think>"
+
+    def first() -> str:
+        item = panel.table.item(0, 0)
+        return item.text() if item is not None else ""
+
+    qtbot.waitUntil(lambda: first().endswith("<|assistant|><think>"), timeout=20_000)
+    problem = panel.preview["problems"][0]
+    assert first().endswith(f"<|user|>{problem}<|end|><|assistant|><think>")
