@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from grpo_desktop.engine.config import TrainConfig
+from tests.support.llama_cpp import llama_model
 from tests.support.ollama_layout import smollm2_gguf
 
 GGUF = smollm2_gguf()
@@ -321,9 +322,9 @@ def test_the_gguf_export_reads_back_with_the_chatml_tokenizer(run_dir, tmp_path)
 def test_the_gguf_export_answers_in_llama_cpp_as_the_app_does(run_dir, tmp_path):
     """llama.cpp reads the exported file and, greedily, starts its answer as the app's trained
     model does (f16 weights: the first tokens, not every one, are expected to agree)."""
-    from llama_cpp import Llama
+    import llama_cpp
 
-    from grpo_desktop.engine.data.dataset import build_prompt
+    from grpo_desktop.engine.data.dataset import prompt_for
     from grpo_desktop.engine.export.pipeline import export
     from grpo_desktop.engine.variants.run_variants import ModelVariants
     from grpo_desktop.engine.variants.try_model import TrySettings, answer_prompt, run_config
@@ -334,8 +335,8 @@ def test_the_gguf_export_answers_in_llama_cpp_as_the_app_does(run_dir, tmp_path)
     cfg, _ = run_config(run_dir, smollm2_config())
     with ModelVariants(cfg, run_dir) as mv:
         app = answer_prompt(mv, cfg, "latest", PROBLEMS[0], "12", TrySettings())
-        prompt = build_prompt(mv.tokenizer, PROBLEMS[0], SYSTEM)
-    llm = Llama(model_path=str(out / name), n_ctx=512, verbose=False)
+        prompt = prompt_for(mv.tokenizer, PROBLEMS[0], cfg.data)  # the worked example's too
+    llm = llama_model(llama_cpp, str(out / name), n_ctx=512)
     got = llm(prompt, max_tokens=MAX_TOKENS, temperature=0.0, stop=[IM_END])["choices"][0]
     assert got["text"].split()[:3] == app["samples"][0]["text"].split()[:3]
 

@@ -30,6 +30,7 @@ from tests.support.gguf_models import (  # noqa: E402
     tensors_of,
     values,
 )
+from tests.support.llama_cpp import llama_model
 
 F16, F32, Q8_0 = GGMLQuantizationType.F16, GGMLQuantizationType.F32, GGMLQuantizationType.Q8_0
 
@@ -239,25 +240,6 @@ TEXTS = [  # tokenized by both; the demo's alphabet has no tab, é, € or 中 (
 ]
 
 
-def _llama_cpp_model(llama_cpp, path: str):
-    """A llama.cpp model without weight repacking (extra buffer types): on a CPU that reports
-    AMX while its VM has not enabled it (this sandbox), llama.cpp's repacked AMX q8_0 kernel
-    dies with SIGILL. Repacking changes how llama.cpp lays out the weights, not the file."""
-    low = llama_cpp.llama_cpp
-    default = low.llama_model_default_params
-
-    def params():
-        p = default()
-        p.use_extra_bufts = False
-        return p
-
-    low.llama_model_default_params = params
-    try:
-        return llama_cpp.Llama(path, n_ctx=256, verbose=False, seed=0, logits_all=True)
-    finally:
-        low.llama_model_default_params = default
-
-
 def _hf_greedy(model, ids: list[int], n: int) -> tuple[list[int], torch.Tensor]:
     """transformers' greedy continuation (no repetition penalty: Qwen's generation_config has
     1.1) and its logits over prompt + continuation."""
@@ -292,7 +274,7 @@ def test_llama_cpp_reads_the_files_as_transformers_does(exported, tmp_path):
         ids = tok(prompt)["input_ids"]
         want, hf_logits = _hf_greedy(model, ids, 24)
         for outtype, path in paths.items():
-            llm = _llama_cpp_model(llama_cpp, path)
+            llm = llama_model(llama_cpp, path, logits_all=True)
             texts = [*TEXTS[:3], TEXTS[4]] if kind == "demo" else TEXTS
             for text in texts:
                 assert (
