@@ -6,7 +6,8 @@ figures). `sample_tokens` does only what GRPO needs: temperature, top-p, greedy,
 positions taken from the attention mask so left-padded rows are sampled exactly as the loss pass
 scores them. It prefills each distinct prompt once (a group's G rows share it, `_prefill`),
 chooses its decode path once (`_decoder`: decoders.py's lean CPU step, fixed-shape CUDA-graph
-step, or the model's forward), then per token: that path's step, the draw (engine/ops/draw.py),
+step, or the model's forward) and on the CPU how many threads it runs on (decode_threads.py),
+then per token: that path's step, the draw (engine/ops/draw.py),
 EOS bookkeeping, the stop check. `lora_merged` folds LoRA adapters into their base weights for
 the decode, so each layer runs one matmul instead of three. Models whose forward does not accept
 these arguments (some remote-code models) fall back to `generate` in rollout.py.
@@ -28,6 +29,7 @@ from grpo_desktop.engine.ops.kernels import fast_linear
 from grpo_desktop.engine.sampling.decode import lean_decoder
 from grpo_desktop.engine.sampling.decode_graph import GraphedDecode
 from grpo_desktop.engine.sampling.decode_static import static_decoder
+from grpo_desktop.engine.sampling.decode_threads import DecodeThreads, timed
 from grpo_desktop.engine.sampling.decoders import (
     Decoder,
     ForwardDecode,
@@ -91,6 +93,8 @@ def sample_tokens(
     # A large vocabulary's per-step logits fragment the C heap: give its free pages back now
     # and then (engine/ops/host_memory.py; never on the demo's vocabulary).
     trim = DecodeTrim(device.type, logits.numel() * 4)
+    # On the CPU, one thread or all, whichever steps faster (decode_threads.py: the same tokens).
+    threads = DecodeThreads(device, max_new_tokens)
     try:
         for t in range(max_new_tokens):  # logits: the prefill's, then each step's
             logits = logits.float()  # (N, V)
@@ -108,11 +112,14 @@ def sample_tokens(
                 break
             if (device.type != "cuda" or t % SYNC_EVERY_CUDA == 0) and bool(finished.all()):
                 break  # every row ended (on CUDA looked at every SYNC_EVERY_CUDA tokens)
-            logits = decoder.step(nxt, positions)  # (N, V) of the next token
+            threads.before(t)
+            logits, seconds = timed(decoder.step, nxt, positions)  # (N, V) of the next token
+            threads.after(t, seconds)
             positions = positions + 1  # (N, 1)
     finally:
         logits = None  # may be the graph's output, in its memory pool
         decoder.close()  # a graph's pool goes back to the driver for the training pass
+        threads.close()
         trim.done()
     _last["path"] = decoder.name
     return tokens[:, :sampled].contiguous()  # (N, C)
