@@ -18,7 +18,6 @@ Try it:  grpo-desktop train --demo --out runs/demo
 from __future__ import annotations
 
 import contextlib
-import gc
 import math
 import os
 import time
@@ -53,6 +52,7 @@ from grpo_desktop.engine.models.gguf_import import ImportStopped
 from grpo_desktop.engine.models.loading import Policy, load_policy, model_import_events
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission
 from grpo_desktop.engine.ops import kernels
+from grpo_desktop.engine.ops.host_memory import collect_cycles
 from grpo_desktop.engine.rewards.functions import RewardSet
 from grpo_desktop.engine.rewards.worked_example import example_warnings
 from grpo_desktop.engine.runs import checkpoint as ckpt
@@ -233,7 +233,7 @@ class _Run:
         if self.rewards is not None:
             self.rewards.close()
         self.policy = None
-        gc.collect()  # modules can hold reference cycles: free them so the cache can be emptied
+        collect_cycles()  # modules can hold reference cycles: free them so the cache can be emptied
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
-import gc
 import hashlib
 import json
 import os
@@ -40,7 +39,11 @@ from grpo_desktop.engine.models.gguf_info import (
     read_gguf_info,
     supported_architectures,
 )
-from grpo_desktop.engine.ops.host_memory import host_available_bytes, release_free_heap
+from grpo_desktop.engine.ops.host_memory import (
+    collect_cycles,
+    host_available_bytes,
+    release_free_heap,
+)
 from grpo_desktop.engine.units import size_text
 
 RECORD = "grpo_import.json"
@@ -359,7 +362,7 @@ def import_gguf(
     # keeps them (the trainer imports on a thread, whose heap arena holds on). A one-step
     # SmolLM2 run that imported first peaked at 2.09 GB without this, 1.80 GB with it (1.64 GB
     # from the cache).
-    gc.collect()
+    collect_cycles()
     release_free_heap()
     clock(1.0, f"Imported {info.name} into {folder}")
     return folder

@@ -1,6 +1,6 @@
 """Handing the C heap's free pages back to the system during a CPU decode with a large vocabulary,
 and how much RAM is available now (`host_available_bytes`: micro-batch auto, the estimate, the
-GGUF import's memory check).
+GGUF import's memory check), and `collect_cycles`: the engine's explicit garbage collections.
 
 Each decode step at a 151,936-token vocabulary makes several (N, V) float32 temporaries (19 MiB
 at N = 32: the logits, the scaled logits, the softmax). Once glibc has freed one such block it
@@ -14,6 +14,11 @@ small vocabulary never trims: there a trim costs more than it saves. Where mallo
 not exist (macOS, musl) nothing happens. It changes no value computed, and it does not pin
 glibc's thresholds instead (every large tensor would then fault its pages in anew each step).
 
+`collect_cycles()` is gc.collect() unless the app put another collector in its place
+(`set_cycle_collector`): the desktop app has every collection run on its GUI thread, because a
+cycle can hold a Qt object, which must not be destroyed in the training thread
+(ui/common/gui_gc.py).
+
 Try it: tests/engine/ops/test_host_memory.py.
 """
 
@@ -21,13 +26,28 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import os
 import sys
+from collections.abc import Callable
 
 TRIM_EVERY = 16  # decode tokens between trims
 LARGE_LOGITS_BYTES = 4 * 2**20  # one step's logits (rows × vocabulary × element size) from here on
 _libc: dict[str, object] = {}
 stats = {"trims": 0}  # malloc_trim calls made in this process
+_cycle_collector: list[Callable[[], object]] = [gc.collect]
+
+
+def collect_cycles() -> None:
+    """Free the objects that only reference cycles keep (a model's modules hold some), with the
+    collector the app chose (gc.collect unless `set_cycle_collector` said otherwise)."""
+    _cycle_collector[0]()
+
+
+def set_cycle_collector(collect: Callable[[], object]) -> Callable[[], object]:
+    """Have `collect_cycles` call `collect`; returns the previous collector."""
+    previous, _cycle_collector[0] = _cycle_collector[0], collect
+    return previous
 
 
 def _malloc_trim():

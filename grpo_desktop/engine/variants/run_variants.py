@@ -18,7 +18,6 @@ print(r('runs/demo'))"
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 from collections.abc import Iterator
 
@@ -28,6 +27,7 @@ from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.errors import UserError
 from grpo_desktop.engine.models.loading import Policy, load_policy
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission
+from grpo_desktop.engine.ops.host_memory import collect_cycles
 from grpo_desktop.engine.runs import checkpoint as ckpt
 from grpo_desktop.engine.runs.layout import list_checkpoints
 from grpo_desktop.engine.variants.trl_models import is_trl_output, trl_variants
@@ -167,14 +167,14 @@ class ModelVariants:
     def _free_full(self) -> None:
         if self._full is not None:
             self._full = None
-            gc.collect()
+            collect_cycles()
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
 
     def close(self) -> None:
         self._free_full()
         self.base = None  # type: ignore[assignment]
-        gc.collect()
+        collect_cycles()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 

@@ -25,6 +25,8 @@ from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QWidget
 
+from grpo_desktop.ui.common import gui_gc
+
 _threads: weakref.WeakSet = weakref.WeakSet()  # every job thread started, held weakly
 
 
@@ -57,7 +59,8 @@ class JobWorker(QObject):
     @Slot()
     def run(self) -> None:
         try:
-            self.work()
+            with gui_gc.background():  # reference cycles are collected on the GUI thread
+                self.work()
         except Exception as exc:  # said in words by report(); a bug's traceback behind Details
             self.report(exc)
         finally:
@@ -114,6 +117,7 @@ class JobRunner(QObject):
         if self.busy:
             raise RuntimeError(self.busy_message)
         self.cancel_event.clear()
+        gui_gc.install()
         thread = QThread()
         thread.setObjectName(self.thread_name)
         _threads.add(thread)
@@ -135,7 +139,8 @@ class JobRunner(QObject):
         did. Only for quitting and tests."""
         if self._thread is None:
             return True
-        return self._thread.wait() if timeout_ms is None else self._thread.wait(timeout_ms)
+        with gui_gc.gui_waiting():
+            return self._thread.wait() if timeout_ms is None else self._thread.wait(timeout_ms)
 
     def close(self, timeout_ms: int | None = 60_000) -> bool:
         """Cancel any job, wait for it and deliver its `finished` now (the window is closing).

@@ -22,6 +22,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
 
+from grpo_desktop.ui.common import gui_gc
+
 _pool: QThreadPool | None = None
 _emitter: _Emitter | None = None
 _ids = itertools.count(1)
@@ -52,7 +54,10 @@ def _shared_emitter() -> _Emitter:
 
 def wait_for_all(timeout_ms: int = 30_000) -> bool:
     """Block until every background job has finished; True when they did."""
-    return _pool is None or _pool.waitForDone(timeout_ms)
+    if _pool is None:
+        return True
+    with gui_gc.gui_waiting():
+        return _pool.waitForDone(timeout_ms)
 
 
 def active_jobs() -> int:
@@ -66,7 +71,8 @@ class _Job(QRunnable):
 
     def run(self) -> None:
         try:
-            outcome = (self._fn(), None)
+            with gui_gc.background():  # reference cycles are collected on the GUI thread
+                outcome = (self._fn(), None)
         except Exception as exc:  # delivered to on_done as the error
             outcome = (None, exc)
         # RuntimeError: the application is gone (quit while the job ran): nobody to tell.
@@ -85,6 +91,7 @@ class BackgroundTasks(QObject):
         self._callbacks: dict[tuple, Callable[[Any, Exception | None], None]] = {}
         self._queued: dict[tuple, _Job] = {}
         self._emitter = _shared_emitter()
+        gui_gc.install()
         self._emitter.job_done.connect(self._on_emitter_job_done)
 
     def submit(
