@@ -1,7 +1,8 @@
 """The demo race (issue 28): TRL's GRPOTrainer against ours on the built-in demo, per seed.
 
-    python bench/demo_race.py                       # seeds 0,1,2, 100 steps a side (about 15 min)
+    python bench/demo_race.py                       # seeds 0,1,2, 100 steps a side (about 17 min)
     python bench/demo_race.py --seeds 0 --steps 20 --json race.json
+    python bench/demo_race.py --no-curve            # only the final scores (about 15 min)
 
 Both sides train the shipped demo model (full fine-tuning) on the demo's task with the demo's
 settings: ours is `grpo-desktop train` on the demo config, TRL is the TRL project the app exports
@@ -14,6 +15,13 @@ the training process (loading included), its training seconds (ours: the steps' 
 `step_time`; TRL: its `train_runtime`), seconds per step and held-out accuracy; then the ratios
 TRL ÷ ours per seed. The last line is one JSON object. CPU only; say the host and load when you
 report it.
+
+The race's second question, whether ours reaches TRL's final held-out accuracy in fewer seconds
+than TRL's whole run takes, needs our accuracy along the way: both sides keep every checkpoint
+(one each 10 steps), and each of ours is scored by the same `grpo-desktop eval` after the race
+(`--no-curve` skips this). `ours_reach_s` is our training seconds (the steps' `step_time`, summed)
+up to the first checkpoint whose accuracy is at least TRL's final one (None if none is), and
+`reach_ratio` that ÷ TRL's training seconds: below 1 means ours got there sooner.
 """
 
 from __future__ import annotations
@@ -60,6 +68,27 @@ def ours(config: str, seed: int, out: str, n: int) -> dict:
     }
 
 
+def curve(out: str, n: int) -> list[dict]:
+    """Each checkpoint of our run `out`: its step, our training seconds up to it, its held-out
+    accuracy (the same `grpo-desktop eval` as the final score)."""
+    with open(os.path.join(out, "events.jsonl"), encoding="utf-8") as fh:
+        events = [json.loads(line) for line in fh]
+    step_s = {e["step"]: e["metrics"]["step_time"] for e in events if e["type"] == "step"}
+    folder = os.path.join(out, "checkpoints")
+    points = []
+    for name in sorted(os.listdir(folder)):
+        step = int(name.rsplit("-", 1)[-1])
+        seconds = sum(t for s, t in step_s.items() if s <= step)
+        points.append({"step": step, "train_s": seconds,
+                       "accuracy": held_out(os.path.join(folder, name), n)})  # fmt: skip
+    return points
+
+
+def reach(points: list[dict], target: float) -> float | None:
+    """Training seconds to the first checkpoint scoring at least `target`; None if none did."""
+    return next((p["train_s"] for p in points if p["accuracy"] >= target), None)
+
+
 def trl(project: str, seed: int, steps: int, out: str, n: int) -> dict:
     cmd = [sys.executable, "train.py", "--output_dir", out, "--seed", str(seed)]
     wall, _ = _run([*cmd, "--max_steps", str(steps)], cwd=project)
@@ -83,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=200, help="held-out problems for the final score")
     p.add_argument("--json", help="also write everything here")
     p.add_argument("--keep", help="keep the runs in this folder (default: a temporary one)")
+    p.add_argument("--no-curve", action="store_true",
+                   help="score only the final models, not each of our checkpoints")  # fmt: skip
     args = p.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
     work = args.keep or tempfile.mkdtemp(prefix="grpo-demo-race-")
@@ -90,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     _, text = _run([*CLI, "config", "--demo"])
     cfg = json.loads(text)
     cfg["run"].update(max_steps=args.steps, eval_every=0)
+    if not args.no_curve:  # every checkpoint kept, on both sides alike (TRL: save_total_limit)
+        every = max(1, int(cfg["run"]["checkpoint_every"]))
+        cfg["run"]["keep_checkpoints"] = max(
+            cfg["run"]["keep_checkpoints"], -(-args.steps // every)
+        )
     config = os.path.join(work, "demo.json")
     with open(config, "w", encoding="utf-8") as fh:
         json.dump(cfg, fh)
@@ -109,6 +145,15 @@ def main(argv: list[str] | None = None) -> int:
                      a["s_per_step"], "wall_ratio": b["wall_s"] / a["wall_s"]})  # fmt: skip
         print(f"seed {seed}: TRL ÷ ours per step {rows[-1]['per_step_ratio']:.2f}, wall "
               f"{rows[-1]['wall_ratio']:.2f}", flush=True)  # fmt: skip
+        if not args.no_curve:
+            a["curve"] = curve(os.path.join(work, f"ours-{seed}"), args.n)
+            reached = reach(a["curve"], b["accuracy"])
+            rows[-1]["ours_reach_s"] = reached
+            rows[-1]["reach_ratio"] = None if reached is None else reached / b["train_s"]
+            shown = ", ".join(f"{p['step']}: {p['accuracy']:.1%}" for p in a["curve"])
+            when = "never" if reached is None else f"after {reached:.0f} s"
+            print(f"seed {seed} ours by step: {shown}; reached TRL's {b['accuracy']:.1%} {when} "
+                  f"(TRL's run: {b['train_s']:.0f} s)", flush=True)  # fmt: skip
     summary = {
         "steps": args.steps,
         "seeds": seeds,
@@ -116,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         "wall_ratio": [r["wall_ratio"] for r in rows],
         "ours_accuracy": [r["ours"]["accuracy"] for r in rows],
         "trl_accuracy": [r["trl"]["accuracy"] for r in rows],
+        "ours_reach_s": [r.get("ours_reach_s") for r in rows],
+        "trl_train_s": [r["trl"]["train_s"] for r in rows],
+        "reach_ratio": [r.get("reach_ratio") for r in rows],
         "load_end": os.getloadavg()[0],
     }
     if args.json:

@@ -1,5 +1,6 @@
 """bench/demo_race.py through its real command line: one step a side on the demo (ours, then the
-TRL project the app exports from the same settings), both scored by `grpo-desktop eval`.
+TRL project the app exports from the same settings), both scored by `grpo-desktop eval`, and
+each of our checkpoints too: the seconds ours took to reach TRL's final accuracy.
 Slow: run with `python -m pytest -m slow tests/bench/test_demo_race.py`."""
 
 from __future__ import annotations
@@ -33,6 +34,17 @@ def test_one_step_a_side_prints_both_sides_and_a_summary(tmp_path):
         assert run[side]["steps"] == 1 and run[side]["train_s"] > 0
         assert run[side]["accuracy"] in (0.0, 0.25, 0.5, 0.75, 1.0)  # 4 problems
     assert summary["per_step_ratio"] == [run["trl"]["s_per_step"] / run["ours"]["s_per_step"]]
+    # our accuracy along the way: the one checkpoint, its training seconds, whether it reached
+    # TRL's final accuracy and how soon against TRL's whole run
+    (point,) = run["ours"]["curve"]
+    assert point["step"] == 1 and point["accuracy"] == run["ours"]["accuracy"]
+    assert point["train_s"] == pytest.approx(run["ours"]["train_s"])
+    if point["accuracy"] >= run["trl"]["accuracy"]:
+        assert run["ours_reach_s"] == pytest.approx(point["train_s"])
+        assert run["reach_ratio"] == pytest.approx(point["train_s"] / run["trl"]["train_s"])
+    else:
+        assert run["ours_reach_s"] is None and run["reach_ratio"] is None
+    assert summary["reach_ratio"] == [run["reach_ratio"]]
     # both trained with the seed given, and the TRL side is the exported project's own run
     with open(tmp_path / "runs" / "ours-3" / "config.json", encoding="utf-8") as fh:
         assert json.load(fh)["run"]["seed"] == 3
