@@ -36,6 +36,7 @@ _jobs = 0  # jobs running Python off the GUI thread now
 _was_enabled = True  # automatic collection's state when the first of them started
 _collector: _Collector | None = None
 _gui_blocked = threading.Event()  # the GUI thread waits for jobs: it cannot collect for them
+_in_job = threading.local()  # .active: this thread is inside background()
 
 
 class _Collector(QObject):
@@ -102,9 +103,11 @@ def background() -> Iterator[None]:
             _was_enabled = gc.isenabled()
             gc.disable()
         _jobs += 1
+    _in_job.active = True
     try:
         yield
     finally:
+        _in_job.active = False
         with _lock:
             _jobs -= 1
             if _jobs == 0 and _was_enabled:
@@ -112,9 +115,10 @@ def background() -> Iterator[None]:
 
 
 def collect_cycles() -> None:
-    """gc.collect() on the GUI thread: at once there, else handed over and waited for (up to
-    HANDOFF_WAIT_S, and not while the GUI thread waits for jobs)."""
-    if _collector is None or on_gui_thread():
+    """gc.collect() on the GUI thread for a job (inside `background()`): handed over and waited
+    for (up to HANDOFF_WAIT_S, and not while the GUI thread waits for jobs). Anywhere else (the
+    GUI thread, a script's own thread) at once."""
+    if _collector is None or not getattr(_in_job, "active", False):
         gc.collect()
         return
     done = threading.Event()

@@ -119,3 +119,23 @@ def test_a_job_asking_for_a_collection_while_the_gui_thread_waits_for_it_goes_on
     assert runner.wait(20_000)
     runner.close()
     assert took and took[0] < gui_gc.HANDOFF_WAIT_S / 2, took
+
+
+def test_a_thread_that_is_no_job_collects_by_itself_at_once(qtbot):
+    """Only the app's jobs hand their collections over: a script's own thread (the engine run
+    from a test or a notebook beside the window) collects itself, without waiting for a GUI
+    thread that is busy elsewhere (here: joining that thread)."""
+    import time
+
+    gui_gc.install()
+    took: list[float] = []
+
+    def work() -> None:
+        start = time.perf_counter()
+        collect_cycles()
+        took.append(time.perf_counter() - start)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert took and took[0] < gui_gc.HANDOFF_WAIT_S / 2, took
