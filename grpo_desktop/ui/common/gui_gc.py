@@ -16,7 +16,7 @@ thread too and waited for: not while the GUI thread is itself blocked waiting fo
 (`gui_waiting()`, around JobRunner.wait and tasks.wait_for_all; the job then goes on at once and
 the timer collects moments later), and never longer than HANDOFF_WAIT_S.
 
-Try it: tests/ui/test_gui_gc.py.
+Try it: tests/ui/common/test_gui_gc.py.
 """
 
 from __future__ import annotations

@@ -100,3 +100,27 @@ def test_small_logits_never_trim(wide_model):
     _sample(wide_model, 8, 40)  # 1 MiB of logits a step: below the limit
     _sample(_wide_model(107), 32, 40)  # the demo's vocabulary
     assert host_memory.stats["trims"] == start
+
+
+def test_collect_cycles_frees_cycles_with_the_collector_the_app_chose():
+    """The engine's explicit collections: gc.collect by default (a cycle is freed), or whatever
+    the app installed (the desktop app: its GUI thread's, ui/common/gui_gc.py)."""
+    import weakref
+
+    class Node:
+        pass
+
+    node = Node()
+    node.me = node
+    freed = weakref.ref(node)
+    del node
+    calls = []
+    previous = host_memory.set_cycle_collector(lambda: calls.append("app"))
+    try:
+        host_memory.collect_cycles()
+        assert calls == ["app"]
+    finally:
+        host_memory.set_cycle_collector(previous)
+    assert freed() is not None  # the app's collector here frees nothing
+    host_memory.collect_cycles()  # the default (or, after a window test here, the GUI's, which
+    assert freed() is None  # collects at once on this thread)
