@@ -11,8 +11,12 @@ The numbers come from `engine.estimate.fit.estimate_run` (the model's config.jso
 meta device: nothing downloaded or loaded), run in a child process (`estimate_process.py`: no
 torch and no CUDA context in this one) against the device the window's probe found, 300 ms after
 the last edit of a setting it depends on; a newer request supersedes an older one; an error is a
-one-line note. While a run is in progress it keeps the estimate of the run's settings. It
-computes nothing while hidden, nor before `start()` when made with `auto=False` (tests, benches).
+one-line note. While a run is in progress it keeps the estimate of the run's settings, and under
+the estimate's time it shows what the run's steps really take (the median of the last
+MEASURED_STEPS), kept after the run until a setting the estimate depends on changes: the estimate
+is made at one moment (at Start, while the run's model loads and the machine is busy), the
+measurement is the run itself. It computes nothing while hidden, nor before `start()` when made
+with `auto=False` (tests, benches).
 
 What it does not do: measure anything itself, or keep Start from starting (it advises).
 Try it: the panel under the settings; tests/ui/panels/test_estimate.py.
@@ -21,6 +25,8 @@ Try it: the panel under the settings; tests/ui/panels/test_estimate.py.
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from functools import partial
 from typing import Any
 
@@ -60,6 +66,9 @@ NO_MODEL = "—  Choose a model to see whether it fits."
 FIRST = "Estimating… (the first estimate reads the model's code: a few seconds)"
 
 
+MEASURED_STEPS = 10  # the measured time per step is the median of this many last steps
+
+
 def config_key(cfg: TrainConfig) -> str:
     """The settings an estimate depends on, as one comparable string."""
     data = {k: v for k, v in cfg.to_dict().items() if k not in IGNORED_SECTIONS}
@@ -95,6 +104,7 @@ class EstimateView(QWidget):
         self.error = ""
         self._shown_key: str | None = None  # the settings of what is on screen
         self._run_key: str | None = None  # the settings of the run in progress
+        self._measured_key: str | None = None  # the settings the measured step time is for
         self._stale = True
         self._fit_tries = 0
         self._dock_hooked = False
@@ -134,13 +144,24 @@ class EstimateView(QWidget):
             "The estimate of the running settings; changes are estimated when the run ends."
         )
         self.run_note.hide()
+        self.measured_label = wrapped_label(muted=True)
+        self.measured_label.setObjectName("estimate.measured")
+        self.measured_label.setToolTip(
+            "What this run's steps really took on this computer. The estimate above was made "
+            "before the run: from the settings and a short measurement of this computer's speed."
+        )
+        self.measured_label.hide()
         self.details = [self.bar, self.verdict, self.legend, self.time_label, self.advice_box]
 
         col = QVBoxLayout(self)
         col.setContentsMargins(8, 4, 8, 6)
         col.setSpacing(3)
         col.addLayout(top)
-        for w in (*self.details, self.note, self.run_note):
+        for w in self.details:
+            col.addWidget(w)
+            if w is self.time_label:
+                col.addWidget(self.measured_label)
+        for w in (self.note, self.run_note):
             col.addWidget(w)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
 
@@ -149,6 +170,8 @@ class EstimateView(QWidget):
         # (a loaded session also says config_replaced)
         model.device_info_changed.connect(self._on_model_device_info_changed)
         model.state_changed.connect(self._on_model_state_changed)
+        model.step_finished.connect(self._on_model_step_finished)
+        model.session_replaced.connect(self._forget_measured)
         self._show_nothing(NO_MODEL if not self._model_name() else "Not estimated yet.")
 
     # ------------------------------------------------------------------ when to estimate
@@ -222,11 +245,41 @@ class EstimateView(QWidget):
     def _on_model_config_changed(self, section: str, name: str) -> None:
         if section not in IGNORED_SECTIONS or name in SMALL_MODEL_STARTER.get(section, {}):
             self._stale = True
+            self._sync_measured()
             self.schedule()
 
     def _on_model_config_replaced(self, *_args) -> None:
         self._stale = True
+        self._sync_measured()
         self.schedule()
+
+    def _on_model_step_finished(self, _step: int) -> None:
+        """The run's real time per step, under the estimate's (a run of these settings only)."""
+        if self._run_key is None:
+            return
+        times = [float(t) for t in self.model.history.metric("step_time")[-MEASURED_STEPS:]]
+        times = [t for t in times if math.isfinite(t) and t > 0]
+        if not times:
+            return
+        self._measured_key = self._run_key
+        median = statistics.median(times)
+        value = f"{median:.2f} s" if median < 10 else say.seconds_text(median)
+        last = "the last step" if len(times) == 1 else f"the median of the last {len(times)}"
+        self.measured_label.setText(f"Measured in this run: {value} per step ({last})")
+        self._sync_measured()
+
+    def _sync_measured(self) -> None:
+        """The measured time shows while its run goes on (like the estimate of the running
+        settings) and afterwards while the settings are that run's."""
+        key = self._measured_key
+        self.measured_label.setVisible(
+            key is not None and (self._run_key is not None or key == config_key(self.model.config))
+        )
+
+    def _forget_measured(self, *_args) -> None:
+        """Another session: nothing of this one's runs applies."""
+        self._measured_key = None
+        self.measured_label.hide()
 
     def _on_model_device_info_changed(self, info: dict) -> None:
         if info.get("probed"):
@@ -245,6 +298,7 @@ class EstimateView(QWidget):
         if self._run_key is not None:
             self._run_key = None
             self.run_note.hide()
+            self._sync_measured()
             if self._stale or self._shown_key != config_key(self.model.config):
                 self.schedule()
 

@@ -408,3 +408,38 @@ def test_the_window_imports_no_torch_and_closing_it_ends_the_child():
     assert out["torch_in_gui"] is False
     assert out["child_pid"] and out["child_gone_after_close"] is True
     assert "QProcess" not in run.stderr, run.stderr
+
+
+def test_a_run_shows_its_measured_time_per_step_while_the_settings_are_its_own(qtbot, make_window):
+    """The estimate's time is made before Start; under it, what the run's steps really took (the
+    median of the last 10): shown during the run (an edit then changes nothing, as for the
+    estimate of the running settings), and after it while the settings are the run's."""
+    from grpo_desktop.engine.events import StepMetrics
+
+    def timed_train(config, control, run_dir=None, resume=False):
+        for event in make_fake_train(delay=0.02)(config, control, run_dir, resume):
+            if isinstance(event, StepMetrics):  # 0.6, 0.7, … 1.7 s
+                event.metrics["step_time"] = 0.5 + 0.1 * event.step
+            yield event
+
+    w = make_window(train_fn=timed_train)
+    w.model.set_value("run", "max_steps", 12)
+    wait_estimate(qtbot, w)
+    view = w.estimate_view
+    assert view.measured_label.isHidden()  # nothing measured before a run
+    w.controls.start_action.trigger()
+    qtbot.waitUntil(lambda: view.measured_label.isVisible(), timeout=10_000)
+    w.model.set_value("algorithm", "num_generations", 16)  # during the run: still shown
+    assert view.measured_label.isVisible()
+    qtbot.waitUntil(lambda: not w.model.runner.active, timeout=20_000)
+    # steps 3 … 12 took 0.8 … 1.7 s: their median is 1.25 s
+    assert view.measured_label.text() == (
+        "Measured in this run: 1.25 s per step (the median of the last 10)"
+    )
+    assert view.measured_label.isHidden()  # the run ended; the form holds other settings
+    w.model.set_value("algorithm", "num_generations", 8)  # the run's settings again
+    assert view.measured_label.isVisible()
+    w.model.set_value("run", "max_steps", 50)  # the step count changes no step's time
+    assert view.measured_label.isVisible()
+    w.model.set_value("algorithm", "num_generations", 4)
+    assert view.measured_label.isHidden()
