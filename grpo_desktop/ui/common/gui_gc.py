@@ -9,8 +9,8 @@ copying files in the thread pool when the process died).
 
 So while any job of the app runs Python off the GUI thread (`background()`, entered by
 `JobWorker.run` and the thread pool's jobs), automatic collection is off and a timer on the GUI
-thread collects instead, by the same thresholds CPython uses (`_Collector.tick`). When the last job
-ends, automatic collection is back on. The engine's own explicit collections (freeing a model
+thread collects instead, by the same thresholds CPython uses (`_Collector.tick`; the timer runs
+only while jobs do). When the last job ends, automatic collection is back on. The engine's own explicit collections (freeing a model
 before emptying the CUDA cache, engine/ops/host_memory.py `collect_cycles`) are handed to the GUI
 thread too and waited for: not while the GUI thread is itself blocked waiting for jobs to end
 (`gui_waiting()`, around JobRunner.wait and tasks.wait_for_all; the job then goes on at once and
@@ -44,18 +44,21 @@ class _Collector(QObject):
     when a job asks (`requested`, a queued signal carrying the event to set)."""
 
     requested = Signal(object)
+    wake = Signal()  # a job started: tick until the last one has ended
 
     def __init__(self, parent: QObject):
         super().__init__(parent)
         self.timer = QTimer(self)
         self.timer.setInterval(TICK_MS)
         self.timer.timeout.connect(self.tick)
-        self.timer.start()
+        self.wake.connect(self.timer.start)
         self.requested.connect(self._collect_for)
         self.collections = 0  # how many it ran (for tests and curiosity)
 
     @Slot()
     def tick(self) -> None:
+        if _jobs == 0:
+            self.timer.stop()  # no wake-ups while nothing runs; the next job wakes it
         if gc.isenabled():
             return  # no job is running: CPython collects by itself
         counts, thresholds = gc.get_count(), gc.get_threshold()
@@ -103,6 +106,8 @@ def background() -> Iterator[None]:
             _was_enabled = gc.isenabled()
             gc.disable()
         _jobs += 1
+    with contextlib.suppress(RuntimeError):  # (the application is closing)
+        _collector.wake.emit()
     _in_job.active = True
     try:
         yield
@@ -147,3 +152,8 @@ def gui_waiting() -> Iterator[None]:
 
 def running_jobs() -> int:
     return _jobs
+
+
+def ticking() -> bool:
+    """Whether the GUI thread's collector timer runs (only while jobs do)."""
+    return _collector is not None and _collector.timer.isActive()

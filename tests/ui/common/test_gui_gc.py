@@ -86,6 +86,7 @@ def test_while_a_long_job_runs_the_gui_thread_collects_by_the_thresholds(qtbot):
     runner.start(_Worker(release, ran_in))
     qtbot.waitUntil(lambda: bool(ran_in), timeout=20_000)
     assert not gc.isenabled()  # off while the job runs Python
+    qtbot.waitUntil(gui_gc.ticking, timeout=5_000)  # the job woke the GUI thread's timer
     assert ran_in == ["grpo-test-job"] or ran_in[0] != threading.main_thread().name
 
     finalized_in: list[str] = []
@@ -98,6 +99,7 @@ def test_while_a_long_job_runs_the_gui_thread_collects_by_the_thresholds(qtbot):
     with qtbot.waitSignal(runner.finished, timeout=20_000):
         pass
     assert gc.isenabled() and gui_gc.running_jobs() == 0
+    qtbot.waitUntil(lambda: not gui_gc.ticking(), timeout=5_000)  # no wake-ups while idle
 
 
 def test_a_job_asking_for_a_collection_while_the_gui_thread_waits_for_it_goes_on(qtbot):
