@@ -18,8 +18,8 @@ report it.
 
 The race's second question, whether ours reaches TRL's final held-out accuracy in fewer seconds
 than TRL's whole run takes, needs our accuracy along the way: both sides keep every checkpoint
-(one each 10 steps), and each of ours is scored by the same `grpo-desktop eval` after the race
-(`--no-curve` skips this). `ours_reach_s` is our training seconds (the steps' `step_time`, summed)
+(one each 10 steps), and each of ours is scored by the same `grpo-desktop eval` once our run has
+ended, the last checkpoint's score being the final one (`--no-curve` scores only that). `ours_reach_s` is our training seconds (the steps' `step_time`, summed)
 up to the first checkpoint whose accuracy is at least TRL's final one (None if none is), and
 `reach_ratio` that ÷ TRL's training seconds: below 1 means ours got there sooner.
 """
@@ -53,27 +53,32 @@ def held_out(folder: str, n: int) -> float:
     return json.loads(out.strip().splitlines()[-1])["accuracy"]
 
 
-def ours(config: str, seed: int, out: str, n: int) -> dict:
+def ours(config: str, seed: int, out: str, n: int, with_curve: bool) -> dict:
+    """Our run, its times from its own events, and its held-out accuracy: of the final model,
+    or (`with_curve`) of each checkpoint, the last being the final model."""
     wall, _ = _run([*CLI, "train", config, "--seed", str(seed), "--out", out, "--quiet"])
     with open(os.path.join(out, "events.jsonl"), encoding="utf-8") as fh:
         events = [json.loads(line) for line in fh]
-    steps = [e["metrics"]["step_time"] for e in events if e["type"] == "step"]
-    return {
+    step_s = {e["step"]: e["metrics"]["step_time"] for e in events if e["type"] == "step"}
+    steps = list(step_s.values())
+    result = {
         "wall_s": wall,
         "train_s": sum(steps),
         "s_per_step": sum(steps) / len(steps),
         "median_step_s": statistics.median(steps),
         "steps": len(steps),
-        "accuracy": held_out(out, n),
     }
+    if with_curve:
+        result["curve"] = curve(out, step_s, n)
+        result["accuracy"] = result["curve"][-1]["accuracy"]
+    else:
+        result["accuracy"] = held_out(out, n)
+    return result
 
 
-def curve(out: str, n: int) -> list[dict]:
-    """Each checkpoint of our run `out`: its step, our training seconds up to it, its held-out
-    accuracy (the same `grpo-desktop eval` as the final score)."""
-    with open(os.path.join(out, "events.jsonl"), encoding="utf-8") as fh:
-        events = [json.loads(line) for line in fh]
-    step_s = {e["step"]: e["metrics"]["step_time"] for e in events if e["type"] == "step"}
+def curve(out: str, step_s: dict[int, float], n: int) -> list[dict]:
+    """Each checkpoint of our run `out`: its step, our training seconds up to it (`step_s`: each
+    step's own time), its held-out accuracy (the same `grpo-desktop eval` as the final score)."""
     folder = os.path.join(out, "checkpoints")
     points = []
     for name in sorted(os.listdir(folder)):
@@ -135,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
           f"load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
     rows = []
     for seed in seeds:
-        a = ours(config, seed, os.path.join(work, f"ours-{seed}"), args.n)
+        a = ours(config, seed, os.path.join(work, f"ours-{seed}"), args.n, not args.no_curve)
         print(f"seed {seed} ours: {a['s_per_step']:.2f} s/step, {a['wall_s']:.0f} s wall, "
               f"held-out {a['accuracy']:.1%}", flush=True)  # fmt: skip
         b = trl(project, seed, args.steps, os.path.join(work, f"trl-{seed}"), args.n)
@@ -146,7 +151,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"seed {seed}: TRL ÷ ours per step {rows[-1]['per_step_ratio']:.2f}, wall "
               f"{rows[-1]['wall_ratio']:.2f}", flush=True)  # fmt: skip
         if not args.no_curve:
-            a["curve"] = curve(os.path.join(work, f"ours-{seed}"), args.n)
             reached = reach(a["curve"], b["accuracy"])
             rows[-1]["ours_reach_s"] = reached
             rows[-1]["reach_ratio"] = None if reached is None else reached / b["train_s"]

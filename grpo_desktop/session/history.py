@@ -338,6 +338,14 @@ class RunHistory:
         span = steps[-1] - steps[-1 - k]
         return float((elapsed[-1] - elapsed[-1 - k]) / span) if span > 0 else None
 
+    def median_step_time(self, window: int = 10) -> tuple[float, int] | None:
+        """(median, count) of the engine's own `step_time` over the last `window` steps that
+        report one: the steps alone, without the evaluations and checkpoints between them that
+        `seconds_per_step` counts (what an estimate of a step's time is to be compared with)."""
+        times = self._cols.get("step_time")[-window:]
+        times = times[np.isfinite(times) & (times > 0)]
+        return (float(np.median(times)), len(times)) if len(times) else None
+
     def eta_seconds(self) -> float | None:
         per_step = self.seconds_per_step()
         if per_step is None or not self.total_steps:

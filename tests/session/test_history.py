@@ -130,6 +130,17 @@ def test_advantage_heatmap_rebins_every_step_onto_one_range():
     assert np.allclose(grid[1], [0.5, 0, 0, 0.5])  # -1 -> bin 0, +1 -> bin 3
 
 
+def test_median_step_time_counts_the_steps_own_time_only():
+    """The engine's step_time, not the wall time between steps (evaluations, checkpoints)."""
+    h = replay([started(total=20)])
+    assert h.median_step_time() is None
+    for s in range(1, 13):  # 0.6 … 1.7 s a step, 5 s of wall time each
+        h.append(StepMetrics(s, 20, {"step_time": 0.5 + 0.1 * s}, {}, elapsed=5.0 * s))
+    assert h.median_step_time() == (pytest.approx(1.25), 10)  # steps 3 … 12
+    assert h.median_step_time(window=1) == (pytest.approx(1.7), 1)
+    assert h.seconds_per_step() == pytest.approx(5.0)
+
+
 def test_eta_uses_wall_time_per_step():
     h = replay([started(total=10)])
     for s in range(1, 5):

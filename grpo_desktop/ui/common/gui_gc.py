@@ -10,9 +10,9 @@ copying files in the thread pool when the process died).
 So while any job of the app runs Python off the GUI thread (`background()`, entered by
 `JobWorker.run` and the thread pool's jobs), automatic collection is off and a timer on the GUI
 thread collects instead, by the same thresholds CPython uses (`_Collector.tick`; the timer runs
-only while jobs do). When the last job ends, automatic collection is back on. The engine's own explicit collections (freeing a model
-before emptying the CUDA cache, engine/ops/host_memory.py `collect_cycles`) are handed to the GUI
-thread too and waited for: not while the GUI thread is itself blocked waiting for jobs to end
+only while jobs do). When the last job ends, automatic collection is back on. The engine's own
+explicit collections (freeing a model before emptying the CUDA cache, engine/ops/host_memory.py
+`collect_cycles`) are handed to the GUI thread too and waited for: not while the GUI thread is itself blocked waiting for jobs to end
 (`gui_waiting()`, around JobRunner.wait and tasks.wait_for_all; the job then goes on at once and
 the timer collects moments later), and never longer than HANDOFF_WAIT_S.
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
+import time
 from collections.abc import Iterator
 
 from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, Slot
@@ -53,7 +54,6 @@ class _Collector(QObject):
         self.timer.timeout.connect(self.tick)
         self.wake.connect(self.timer.start)
         self.requested.connect(self._collect_for)
-        self.collections = 0  # how many it ran (for tests and curiosity)
 
     @Slot()
     def tick(self) -> None:
@@ -65,13 +65,11 @@ class _Collector(QObject):
         for generation in (2, 1, 0):  # the oldest generation whose count passed its threshold
             if thresholds[generation] and counts[generation] > thresholds[generation]:
                 gc.collect(generation)
-                self.collections += 1
                 return
 
     @Slot(object)
     def _collect_for(self, done: threading.Event) -> None:
         gc.collect()
-        self.collections += 1
         done.set()
 
 
@@ -79,10 +77,9 @@ def install() -> None:
     """Create the GUI thread's collector (once; called on the GUI thread by whatever starts
     jobs, before it starts one)."""
     global _collector
-    app = QCoreApplication.instance()
-    if _collector is not None or app is None or QThread.currentThread() is not app.thread():
+    if _collector is not None or not on_gui_thread():
         return
-    _collector = _Collector(app)
+    _collector = _Collector(QCoreApplication.instance())
     from grpo_desktop.engine.ops import host_memory
 
     host_memory.set_cycle_collector(collect_cycles)
@@ -132,9 +129,9 @@ def collect_cycles() -> None:
     except RuntimeError:  # the application is closing: nothing of Qt's is left to delete
         gc.collect()
         return
-    waited = 0.0
-    while not done.wait(0.02) and not _gui_blocked.is_set() and waited < HANDOFF_WAIT_S:
-        waited += 0.02
+    deadline = time.monotonic() + HANDOFF_WAIT_S
+    while not done.wait(0.02) and not _gui_blocked.is_set() and time.monotonic() < deadline:
+        pass
 
 
 @contextlib.contextmanager

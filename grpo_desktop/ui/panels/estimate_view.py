@@ -25,8 +25,6 @@ Try it: the panel under the settings; tests/ui/panels/test_estimate.py.
 from __future__ import annotations
 
 import json
-import math
-import statistics
 from functools import partial
 from typing import Any
 
@@ -257,14 +255,13 @@ class EstimateView(QWidget):
         """The run's real time per step, under the estimate's (a run of these settings only)."""
         if self._run_key is None:
             return
-        times = [float(t) for t in self.model.history.metric("step_time")[-MEASURED_STEPS:]]
-        times = [t for t in times if math.isfinite(t) and t > 0]
-        if not times:
+        measured = self.model.history.median_step_time(MEASURED_STEPS)
+        if measured is None:
             return
         self._measured_key = self._run_key
-        median = statistics.median(times)
+        median, n = measured
         value = f"{median:.2f} s" if median < 10 else say.seconds_text(median)
-        last = "the last step" if len(times) == 1 else f"the median of the last {len(times)}"
+        last = "the last step" if n == 1 else f"the median of the last {n}"
         self.measured_label.setText(f"Measured in this run: {value} per step ({last})")
         self._sync_measured()
 
