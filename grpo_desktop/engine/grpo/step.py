@@ -25,6 +25,7 @@ from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.data.dataset import Example, prompt_for, responses
 from grpo_desktop.engine.estimate.micro_batch import RowsPerPass, halving_on_oom
 from grpo_desktop.engine.grpo.loss import compute_advantages, group_has_spread, policy_loss
+from grpo_desktop.engine.grpo.update_threads import UpdateThreads, pass_work
 from grpo_desktop.engine.rewards.functions import RewardBatch, RewardSet
 from grpo_desktop.engine.sampling.rollout import (
     Completions,
@@ -210,10 +211,43 @@ class _Batch:
     mask: torch.Tensor  # (N, C) the loss's mask (truncated rows zeroed if asked)
     old_logps: torch.Tensor | None = None  # (N, C), None: one update, the ratio is exactly 1
     ref_logps: torch.Tensor | None = None  # (N, C), None: β = 0, no KL term
+    step_rows: int = 0  # the step's rows when this batch holds only some of them (0: all)
+    step_tokens: torch.Tensor | None = None  # () the step's loss tokens then (dapo's divisor)
 
     @property
     def N(self) -> int:
         return self.completions.completion_ids.size(0)
+
+    def rows(self, index: torch.Tensor) -> _Batch:
+        """The rows `index` (K,) alone, with the padding no kept row needs cut off (columns of
+        prompt padding on the left, of completion padding on the right: the kept rows' tokens,
+        positions and attention are unchanged). The step's row and token counts stay this
+        batch's, for the loss's divisors."""
+        c = self.completions
+        prompt_mask = c.prompt_mask[index]  # (K, P)
+        completion_mask = c.completion_mask[index]  # (K, C)
+        used = torch.nonzero(prompt_mask.sum(dim=0)).flatten()
+        first = int(used[0]) if used.numel() else prompt_mask.size(1) - 1
+        width = max(1, int(completion_mask.sum(dim=1).max())) if index.numel() else 1
+        comps = Completions(
+            c.prompt_ids[index, first:],  # (K, P')
+            prompt_mask[:, first:],  # (K, P')
+            c.completion_ids[index, :width],  # (K, C')
+            completion_mask[:, :width],  # (K, C')
+            c.truncated[index],  # (K,)
+            [c.texts[i] for i in index.tolist()],
+        )
+        pick = lambda t: None if t is None else t[index, :width]  # noqa: E731
+        return _Batch(
+            comps,
+            self.temperature,
+            self.advantages[index],  # (K,)
+            self.mask[index, :width],  # (K, C')
+            pick(self.old_logps),
+            pick(self.ref_logps),
+            step_rows=self.step_rows or self.N,
+            step_tokens=self.mask.sum() if self.step_tokens is None else self.step_tokens,
+        )
 
     def token_logps(self, model, s: slice, with_entropy: bool = False):
         """Log-probs of rows `s` under `model`, and their entropies when asked: (mb, C) each."""
@@ -250,11 +284,13 @@ def grpo_step(
     groups: Groups,
     cfg: TrainConfig,
     rows_per_pass: RowsPerPass | None = None,
+    threads: UpdateThreads | None = None,
 ) -> StepOutput:
     """Advantages, loss and one optimizer update per iteration on already-sampled groups.
 
     `rows_per_pass` (the run's, so what an out-of-memory taught it lasts) decides how many
-    completions each pass takes; by default the config's micro_batch_size, 0 meaning auto."""
+    completions each pass takes; by default the config's micro_batch_size, 0 meaning auto.
+    `threads` (the run's) chooses the CPU threads of the passes; by default all of torch's."""
     a = cfg.algorithm
     G = a.num_generations
     c = groups.completions
@@ -271,37 +307,18 @@ def grpo_step(
     timings = replace(groups.timings)  # a copy: the same groups may be stepped again (tests)
     notes: list[str] = []
     batch = _Batch(c, a.temperature, advantages, mask)
-    t0 = time.perf_counter()
-    # Micro-batches: the activations of all N rows need not fit in memory at once. Each pass
-    # takes `mb` rows and accumulates gradients, weighted so they add up to the step's loss.
-    rows_per_pass = rows_per_pass or RowsPerPass(a.micro_batch_size)
-    mb = rows_per_pass.choose(policy, cfg, N, c.prompt_ids.size(1), c.completion_ids.size(1))
-    batch, mb = halving_on_oom(
-        lambda mb: _with_old_and_ref_logps(policy, batch, mb, a), mb, rows_per_pass, policy, notes
-    )
-    timings.ref = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    grad_norm = math.nan
-    first_pass = _PassTotals()
-    policy.model.train()
-    for iteration in range(a.num_iterations):
-        # A pass that runs out of memory is redone with half the rows; its partial gradients are
-        # dropped first, or the rows it did get through would count twice.
-        totals, mb = halving_on_oom(
-            lambda mb, first=iteration == 0: _update_pass(policy, batch, mb, a, first),
-            mb,
-            rows_per_pass,
-            policy,
-            notes,
-            drop_gradients=True,
+    # Only rows whose loss has a gradient go through the update (issue 28): with no KL term a
+    # row with advantage 0 (its group all right or all wrong) or no loss tokens adds exactly 0.
+    quiet = None  # the rows left out, whose entropy the first pass still measures
+    teaching = _teaching_rows(batch, a)  # (K,) or None: every row
+    if teaching is not None:
+        quiet = batch.rows(_complement(teaching, N))
+        batch = batch.rows(teaching)
+    threads = threads or UpdateThreads(policy.device)
+    with threads.passes(_work(batch, quiet, a)):
+        first_pass, grad_norm, mb = _passes(
+            policy, optimizer, scheduler, cfg, batch, quiet, N, rows_per_pass, timings, notes
         )
-        if iteration == 0:
-            # The step reports the first iteration's loss and metrics: that one is measured on
-            # the policy that sampled, like every step's; later ones see it already moved.
-            first_pass = totals
-        grad_norm = _optimizer_update(policy, optimizer, scheduler, a.max_grad_norm, timings)
-    # time/update is the policy forward and backward passes; time/optimizer the clip and step.
-    timings.update = time.perf_counter() - t1 - timings.optimizer
 
     lengths = c.lengths.tolist()
     adv = advantages.tolist()
@@ -322,6 +339,88 @@ def grpo_step(
     )
     prompts = [shown_prompt(ex.problem) for ex in groups.examples]
     return StepOutput(rows, metrics, scored_adv, prompts, notes)
+
+
+def _work(batch: _Batch, quiet: _Batch | None, a) -> float:
+    """The step's passes in forward-token units (update_threads.pass_work)."""
+
+    def tokens(b: _Batch | None) -> int:
+        return 0 if b is None else b.N * (b.completions.prompt_ids.size(1) + b.mask.size(1))
+
+    extra = (a.num_iterations > 1) + (a.beta > 0)  # no-gradient passes over the trained rows
+    return pass_work(tokens(batch) * a.num_iterations, tokens(quiet) + tokens(batch) * extra)
+
+
+def _passes(policy, optimizer, scheduler, cfg, batch, quiet, N, rows_per_pass, timings, notes):
+    """The step's log-prob passes, updates and optimizer steps over `batch` (the entropy also
+    over `quiet`): (the first pass's totals, the last grad norm, the rows per pass)."""
+    a = cfg.algorithm
+    c = batch.completions
+    t0 = time.perf_counter()
+    # Micro-batches: the activations of all N rows need not fit in memory at once. Each pass
+    # takes `mb` rows and accumulates gradients, weighted so they add up to the step's loss.
+    # Chosen for all N rows at the widest, so passes over fewer or narrower rows fit as well.
+    rows_per_pass = rows_per_pass or RowsPerPass(a.micro_batch_size)
+    P = max(c.prompt_ids.size(1), 0 if quiet is None else quiet.completions.prompt_ids.size(1))
+    C = max(
+        c.completion_ids.size(1), 0 if quiet is None else quiet.completions.completion_ids.size(1)
+    )
+    mb = rows_per_pass.choose(policy, cfg, N, P, C)
+    batch, mb = halving_on_oom(
+        lambda mb: _with_old_and_ref_logps(policy, batch, mb, a), mb, rows_per_pass, policy, notes
+    )
+    timings.ref = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    grad_norm = math.nan
+    first_pass = _PassTotals()
+    policy.model.train()
+    for iteration in range(a.num_iterations):
+        # A pass that runs out of memory is redone with half the rows; its partial gradients are
+        # dropped first, or the rows it did get through would count twice.
+        totals, mb = halving_on_oom(
+            lambda mb, first=iteration == 0: _update_pass(
+                policy, batch, mb, a, quiet if first else None, first
+            ),
+            mb,
+            rows_per_pass,
+            policy,
+            notes,
+            drop_gradients=True,
+        )
+        if iteration == 0:
+            # The step reports the first iteration's loss and metrics: that one is measured on
+            # the policy that sampled, like every step's; later ones see it already moved.
+            first_pass = totals
+        grad_norm = _optimizer_update(policy, optimizer, scheduler, a.max_grad_norm, timings)
+    # time/update is the policy forward and backward passes; time/optimizer the clip and step.
+    timings.update = time.perf_counter() - t1 - timings.optimizer
+    return first_pass, grad_norm, mb
+
+
+# Loss types whose rows add up independently (a row's term does not depend on which rows share
+# its micro-batch): grpo and dr_grpo divide by the step's rows, dapo by its tokens. bnpo divides
+# each micro-batch by its own tokens, so its rows cannot be left out.
+ROW_SEPARABLE = ("grpo", "dr_grpo", "dapo")
+
+
+def _teaching_rows(batch: _Batch, a) -> torch.Tensor | None:
+    """Indices (K,) of the rows whose loss term has a gradient, or None when that is every row
+    (or when rows cannot be left out: a KL term, which every token has, or bnpo's per-micro-batch
+    divisor). A row with advantage exactly 0 has per-token loss −min(w·0, clip(w)·0) = 0 at any
+    ratio w; a row without loss tokens (all masked) has none: leaving both out of the forward and
+    backward gives the same gradient and loss."""
+    if a.beta > 0 or a.loss_type not in ROW_SEPARABLE:
+        return None
+    teaches = (batch.advantages != 0) & (batch.mask.sum(dim=1) > 0)  # (N,)
+    if bool(teaches.all()):
+        return None
+    return torch.nonzero(teaches).flatten()  # (K,)
+
+
+def _complement(index: torch.Tensor, n: int) -> torch.Tensor:
+    keep = torch.ones(n, dtype=torch.bool)  # (N,)
+    keep[index.cpu()] = False
+    return torch.nonzero(keep).flatten().to(index.device)  # (N - K,)
 
 
 def _slices(n: int, mb: int) -> list[slice]:
@@ -356,13 +455,22 @@ def _with_old_and_ref_logps(policy, batch: _Batch, mb: int, a) -> _Batch:
     return replace(batch, old_logps=old_logps, ref_logps=ref_logps)
 
 
-def _update_pass(policy, batch: _Batch, mb: int, a, first: bool) -> _PassTotals:
-    """One forward and backward over all rows, mb at a time, gradients accumulated; the loss,
-    TRL's metrics and the entropy of the pass when `first`."""
-    N = batch.N
-    slices = _slices(N, mb)
+def _update_pass(
+    policy, batch: _Batch, mb: int, a, quiet: _Batch | None, first: bool
+) -> _PassTotals:
+    """One forward and backward over the batch's rows, mb at a time, gradients accumulated; the
+    loss, TRL's metrics and the entropy of the pass when `first`, that entropy also over the
+    `quiet` rows (left out of the update: no gradient), measured without gradients."""
+    N = batch.step_rows or batch.N  # the step's rows: the divisor of grpo's and dr_grpo's mean
+    slices = _slices(batch.N, mb)
     totals = _PassTotals()
-    num_items = batch.mask.sum().clamp(min=1.0)  # () the step's loss tokens, for dapo
+    step_tokens = batch.mask.sum() if batch.step_tokens is None else batch.step_tokens
+    num_items = step_tokens.clamp(min=1.0)  # () the step's loss tokens, for dapo
+    if not slices:
+        # No row teaches: the gradient is exactly 0, and the optimizer still steps with it (its
+        # moments decay, weight decay applies) as it would after a backward of the zero loss.
+        for p in policy.trainable_parameters():
+            p.grad = torch.zeros_like(p)
     for s in slices:
         logps, entropy = batch.token_logps(policy.model, s, with_entropy=first)  # (mb, C) each
         n_rows = logps.size(0)
@@ -391,6 +499,12 @@ def _update_pass(policy, batch: _Batch, mb: int, a, first: bool) -> _PassTotals:
             if entropy is not None:
                 totals.entropy_sum += float((entropy * batch.mask[s]).sum())
                 totals.entropy_count += float(batch.mask[s].sum())
+    if first and quiet is not None and float(quiet.mask.sum()) > 0:
+        with torch.no_grad():
+            for s in _slices(quiet.N, mb):
+                _, entropy = quiet.token_logps(policy.model, s, with_entropy=True)  # (mb, C)
+                totals.entropy_sum += float((entropy * quiet.mask[s]).sum())
+                totals.entropy_count += float(quiet.mask[s].sum())
     return totals
 
 

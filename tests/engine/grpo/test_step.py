@@ -101,3 +101,110 @@ def test_a_right_answer_whose_checker_failed_has_no_reward_and_stays_out_of_its_
     assert metrics["reward"] == pytest.approx(cg.MEAN, abs=1e-12)  # 4.2 / 3, not 5.4 / 4
     assert metrics["frac_reward_zero_std"] == 0.0
     assert metrics["checker_errors"] == 1.0
+
+
+def _reference_update(policy, groups, cfg):
+    """The step's loss, entropy and gradients computed the plain way: every row, one pass."""
+    from grpo_desktop.engine.grpo.loss import compute_advantages, policy_loss
+    from grpo_desktop.engine.sampling.rollout import token_logps
+
+    a, c = cfg.algorithm, groups.completions
+    advantages, _ = compute_advantages(groups.totals, a.num_generations)  # (N,)
+    policy.model.train()
+    logps, entropy = token_logps(
+        policy.model,
+        c.prompt_ids,
+        c.prompt_mask,
+        c.completion_ids,
+        c.completion_mask,
+        a.temperature,
+        with_entropy=True,
+    )  # (N, C) each
+    out = policy_loss(
+        logps,
+        None,
+        None,
+        advantages,
+        c.completion_mask,
+        loss_type=a.loss_type,
+        max_completion_length=a.max_completion_length,
+    )
+    out.loss.backward()
+    grads = [p.grad.detach().clone() for p in policy.trainable_parameters()]
+    policy.model.zero_grad(set_to_none=True)
+    mask = c.completion_mask
+    return float(out.loss), float((entropy * mask).sum() / mask.sum()), grads
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo", "bnpo"])
+def test_rows_without_advantage_are_left_out_of_the_update_with_the_same_gradient(
+    micro_model_dir, loss_type, monkeypatch
+):
+    # Issue 28: rows of flat groups (advantage 0) add nothing to the gradient, so the update
+    # skips them; the loss, the entropy over every row and the gradient stay what all rows give.
+    from grpo_desktop.engine.grpo import step as step_module
+
+    cfg = _cfg(micro_model_dir, max_completion_length=12, loss_type=loss_type)
+    policy = load_policy(cfg)
+    rewards = RewardSet(cfg.rewards)
+    passes = []
+    real = step_module._Batch.token_logps
+
+    def counting(self, model, s, with_entropy=False):
+        passes.append((self.N, torch.is_grad_enabled(), self.advantages[s].tolist()))
+        return real(self, model, s, with_entropy)
+
+    monkeypatch.setattr(step_module._Batch, "token_logps", counting)
+    try:
+        torch.manual_seed(3)
+        # 10 and 15 give flat groups (every reward 0); 11 and 13 groups with spread.
+        examples = [Example(f"What is {i} × 1?", str(i)) for i in (10, 11, 15, 13)]
+        groups = sample_groups(policy, examples, cfg, rewards)
+        loss, entropy, grads = _reference_update(policy, groups, cfg)
+        opt = torch.optim.SGD(policy.trainable_parameters(), lr=1.0)
+        before = [p.detach().clone() for p in policy.trainable_parameters()]
+        out = grpo_step(policy, opt, make_scheduler(opt, cfg), groups, cfg)
+    finally:
+        rewards.close()
+    graded = [adv for n, grad, advs in passes if grad for adv in advs]
+    if loss_type == "bnpo":  # its micro-batch divisor needs every row: nothing is left out
+        assert len(graded) == 16
+    else:
+        assert len(graded) == 8 and all(adv != 0 for adv in graded)
+        quiet = [adv for n, grad, advs in passes if not grad for adv in advs]
+        assert len(quiet) == 8 and all(adv == 0 for adv in quiet)  # measured for the entropy
+    assert out.metrics["loss"] == pytest.approx(loss, rel=1e-5, abs=1e-7)
+    assert out.metrics["entropy"] == pytest.approx(entropy, rel=1e-5)
+    after = policy.trainable_parameters()
+    moved = [b - a for a, b in zip(after, before)]  # lr 1: the gradient itself
+    scale = max(float(g.abs().max()) for g in grads)
+    assert scale > 0
+    for g, m in zip(grads, moved):
+        assert torch.allclose(g, m, atol=1e-5 * scale, rtol=1e-4)
+
+
+def test_a_step_where_no_row_teaches_still_steps_the_optimizer_with_a_zero_gradient(
+    micro_model_dir,
+):
+    # Every group flat: no forward or backward with gradients, but AdamW's weight decay (and
+    # any momentum) applies as it would after a backward of the zero loss.
+    cfg = _cfg(micro_model_dir, max_completion_length=6)
+    policy = load_policy(cfg)
+    rewards = RewardSet(cfg.rewards)
+    try:
+        torch.manual_seed(0)
+        examples = [Example(f"What is {i} × 1?", str(i)) for i in (10, 15, 20, 25)]
+        groups = sample_groups(policy, examples, cfg, rewards)
+        opt = torch.optim.AdamW(policy.trainable_parameters(), lr=0.1, weight_decay=0.5)
+        lr = opt.param_groups[0]["lr"]  # the first update's, as the schedule set it
+        before = [p.detach().clone() for p in policy.trainable_parameters()]
+        out = grpo_step(policy, opt, make_scheduler(opt, cfg), groups, cfg)
+    finally:
+        rewards.close()
+    assert lr > 0
+    assert out.metrics["frac_reward_zero_std"] == 1.0
+    assert out.metrics["loss"] == 0.0 and out.metrics["grad_norm"] == 0.0
+    assert out.metrics["entropy"] > 0  # still measured, over every row
+    for b, p in zip(before, policy.trainable_parameters()):
+        # AdamW after a zero gradient: the decay p·(1 − lr·wd), and no Adam move (m = v = 0).
+        assert torch.allclose(p, b * (1 - lr * 0.5), rtol=1e-6, atol=1e-9)
