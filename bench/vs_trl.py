@@ -29,6 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _workload import Workload, dataset_file, model_dir  # noqa: E402
 
+from grpo_desktop import OPENMP_SPINCOUNT  # noqa: E402 (the tree's, put on sys.path by _workload)
+
 PHASE_LABELS = {
     "time/generate": "generation",
     "time/rewards": "rewards",
@@ -44,7 +46,7 @@ def run_side(side: str, w: Workload, timeout: float) -> dict:
     env["HF_DATASETS_OFFLINE"] = "1"
     # Both sides get the OpenMP spin the app sets when grpo_desktop is imported (see
     # grpo_desktop/__init__.py), whichever imports torch first: the same runtime for both.
-    env.setdefault("GOMP_SPINCOUNT", "1000")
+    env.setdefault("GOMP_SPINCOUNT", OPENMP_SPINCOUNT)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:

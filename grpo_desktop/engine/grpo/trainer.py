@@ -46,6 +46,7 @@ from grpo_desktop.engine.events import (
 from grpo_desktop.engine.grpo.evaluate import evaluate
 from grpo_desktop.engine.grpo.loss import advantage_histogram, group_has_spread
 from grpo_desktop.engine.grpo.step import StepOutput, grpo_step, sample_groups, select_groups
+from grpo_desktop.engine.grpo.update_threads import UpdateThreads
 from grpo_desktop.engine.health.checker_watch import CheckerWatch
 from grpo_desktop.engine.health.monitors import HealthMonitor, logged_events
 from grpo_desktop.engine.models.gguf_import import ImportStopped
@@ -225,6 +226,7 @@ class _Run:
         self.policy: Policy | None = None
         self.rewards: RewardSet | None = None
         self.rows = RowsPerPass(cfg.algorithm.micro_batch_size)  # auto learns from OOMs
+        self.threads: UpdateThreads | None = None  # the passes' CPU threads, learnt as it runs
         self.hinted: dict[str, int] = {}
         self.remote_code: RemoteCodePermission | None = None
         self.notes: list[str] = []  # warnings for the log once the run has started
@@ -379,8 +381,10 @@ class _Run:
         B, G = a.prompts_per_step, a.num_generations
         idx = batch_indices(len(train), step - 1, B, seed)
         groups = sample_groups(policy, [train[i] for i in idx], cfg, self.rewards)
+        if self.threads is None:
+            self.threads = UpdateThreads(policy.device)
         if not a.dynamic_sampling:
-            return grpo_step(policy, optimizer, scheduler, groups, cfg, self.rows)
+            return grpo_step(policy, optimizer, scheduler, groups, cfg, self.rows, self.threads)
         # Dynamic sampling (DAPO): a group whose rewards are all equal has zero advantages and
         # adds nothing to the gradient, yet it counts in the loss's averages and so dilutes the
         # groups that do teach. Such groups are dropped and more problems sampled to refill B.
@@ -406,7 +410,7 @@ class _Run:
                 k[ones[budget:]] = False
                 budget = max(0, budget - len(ones))
             chosen = select_groups(parts, keep, G, policy.tokenizer.pad_token_id)
-        out = grpo_step(policy, optimizer, scheduler, chosen, cfg, self.rows)
+        out = grpo_step(policy, optimizer, scheduler, chosen, cfg, self.rows, self.threads)
         out.metrics["frac_reward_zero_std"] = frac_zero
         return out
 

@@ -1,16 +1,19 @@
 """How many CPU threads the decode loop uses: all of torch's, or one, whichever steps faster here.
 
-A decode step is a few hundred small operations. With two OpenMP threads each one ends at a
-barrier where the other thread waits, and the app keeps that wait short (GOMP_SPINCOUNT in
-grpo_desktop/__init__.py: a long spin starves the work when another program keeps a core busy),
-so the waiting thread sleeps and is woken again at nearly every operation. On a small model that
-costs more than the second core gives: 32 rows of the demo model decode in 0.37 s on one thread
-and 0.57 s on two (an idle 2-core Intel Xeon). A large model's products do pay for the second
-core (SmolLM2-135M: 3.0 s on two threads, 3.8 s on one). Which is faster depends on the model,
-the rows, the CPU and what else runs, so every CPU decode times its own steps both ways, two
-each, alternating, after one warm-up step, and keeps the faster for the rest. The tokens are the
-same either way (each output element is computed by one thread whatever the count;
-tests/engine/sampling/test_decode_threads.py checks it).
+A decode step is a few hundred small operations, each ending at a barrier where torch's OpenMP
+threads wait for each other. On a free CPU the second thread pays on most models (the demo's 32
+rows: 0.32 s on two threads, 0.41 s on one, an idle 2-core Intel Xeon; SmolLM2-135M: 3.0 s
+against 3.8 s). When another program keeps a core busy, a thread that shares its core makes
+every barrier wait for the scheduler: the same demo decode took 12-15 s on two threads and
+1.1-1.4 s on one. Which is faster depends on the model, the rows, the CPU and what else runs,
+so every CPU decode times its own steps both ways, TRIALS each, alternating, after one warm-up
+step, and keeps the one whose trial steps took less in all (a sum, not the best step: under
+contention two threads have lucky steps too). A decode that kept all threads and then meets
+SLOW_STEPS steps among WINDOW in a row that each took GUARD times the median of the steps
+before them (a neighbour started) goes on with one thread; a lone slow step (the GUI thread
+holding the interpreter a moment) does not count that much.
+The tokens are the same either way (each output element is computed by one thread whatever the
+count; tests/engine/sampling/test_decode_threads.py checks it).
 
 Not used on CUDA (the threads only launch kernels there) or for decodes too short to pay for the
 trial. `last_choice()` says what the last decode chose, for bench/ and tests.
@@ -20,21 +23,29 @@ Try it: python -m pytest -q tests/engine/sampling/test_decode_threads.py
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections import deque
 
 import torch
 
 MIN_TOKENS = 16  # decodes shorter than this keep torch's threads: too few steps to gain
 WARMUP = 1  # steps at the usual threads before timing (first-call costs land there)
 TRIALS = 2  # timed steps per choice
+GUARD = 4.0  # a step this many times the median of recent steps is a slow one
+SLOW_STEPS, WINDOW = 3, 8  # this many slow steps among the last WINDOW: one thread from then
 FORCE: int | None = None  # tests: every decode on this many threads, no trial
 _last = {"threads": 0, "seconds": {}}
 
 
 def last_choice() -> dict:
-    """The last decode's choice: {"threads": n (0: no choice made), "seconds": {threads: the
-    fastest timed step}}."""
-    return {"threads": _last["threads"], "seconds": dict(_last["seconds"])}
+    """The last decode's choice: {"threads": n (0: no choice made), "seconds": {threads: its
+    trial steps' mean}, "guarded": whether a slow step sent it to one thread afterwards}."""
+    return {
+        "threads": _last["threads"],
+        "seconds": dict(_last["seconds"]),
+        "guarded": _last.get("guarded", False),
+    }
 
 
 class DecodeThreads:
@@ -44,9 +55,11 @@ class DecodeThreads:
     def __init__(self, device: torch.device, max_new_tokens: int):
         self.usual = torch.get_num_threads()
         self.active = device.type == "cpu" and self.usual > 1 and max_new_tokens >= MIN_TOKENS
-        self.best: dict[int, float] = {}
+        self.best: dict[int, list[float]] = {}  # the trial steps' seconds per thread count
+        self.recent: deque[float] = deque(maxlen=WINDOW)  # steps on all threads, not slow ones
+        self.slow: deque[bool] = deque(maxlen=WINDOW)  # whether each recent step was slow
         self.chosen = 0
-        _last["threads"], _last["seconds"] = 0, {}
+        _last["threads"], _last["seconds"], _last["guarded"] = 0, {}, False
         if FORCE is not None and device.type == "cpu":
             self.active = False
             self._set(FORCE)
@@ -65,16 +78,32 @@ class DecodeThreads:
         if n is not None:
             self._set(n)
         elif t >= WARMUP + 2 * TRIALS:
-            self.chosen = min(self.best, key=self.best.get)
+            means = {k: sum(v) / len(v) for k, v in self.best.items()}
+            self.chosen = min(means, key=means.get)
             self._set(self.chosen)
-            _last["threads"], _last["seconds"] = self.chosen, dict(self.best)
+            _last["threads"], _last["seconds"] = self.chosen, means
 
     def after(self, t: int, seconds: float) -> None:
-        if not self.active or self.chosen:
+        if not self.active:
+            return
+        if self.chosen:
+            if self.chosen > 1:
+                self._guard(seconds)
             return
         n = self._trial_threads(t)
         if n is not None:
-            self.best[n] = min(seconds, self.best.get(n, float("inf")))
+            self.best.setdefault(n, []).append(seconds)
+
+    def _guard(self, seconds: float) -> None:
+        """After a step on all threads: one thread from now on when steps turned slow."""
+        recent = self.recent or self.best[self.chosen]
+        self.slow.append(seconds > GUARD * statistics.median(recent))
+        if not self.slow[-1]:
+            self.recent.append(seconds)
+        if sum(self.slow) >= SLOW_STEPS:
+            self.chosen = 1  # a neighbour took a core: one thread for the rest of the decode
+            self._set(1)
+            _last["threads"], _last["guarded"] = 1, True
 
     def _set(self, n: int) -> None:
         if torch.get_num_threads() != n:

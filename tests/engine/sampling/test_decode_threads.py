@@ -109,3 +109,52 @@ def test_the_chooser_warms_up_alternates_then_keeps_the_faster():
 def test_the_chooser_does_nothing_on_cuda():
     chooser = DecodeThreads(torch.device("cuda"), max_new_tokens=64)
     assert not chooser.active
+
+
+def _drive(threads: DecodeThreads, seconds_of) -> list[int]:
+    """Run 40 decode steps through the chooser, step t taking seconds_of(t, threads) seconds;
+    the thread count each step ran on."""
+    used = []
+    for t in range(40):
+        threads.before(t)
+        n = torch.get_num_threads()
+        used.append(n)
+        threads.after(t, seconds_of(t, n))
+    threads.close()
+    return used
+
+
+def test_the_trial_sums_its_steps_so_a_lucky_step_under_contention_does_not_win(two_threads):
+    # Two threads with a busy neighbour: one lucky 2 ms step, one stalled 90 ms step; one thread
+    # steadily 4 ms. The best single step would pick two threads.
+    stalls = iter([0.002, 0.090])
+    used = _drive(
+        DecodeThreads(CPU, 40),
+        lambda t, n: (next(stalls, 0.09) if 1 <= t <= 4 else 0.09) if n == 2 else 0.004,
+    )
+    assert decode_threads.last_choice()["threads"] == 1
+    assert used[5:] == [1] * 35
+
+
+def test_a_neighbour_that_starts_mid_decode_sends_it_to_one_thread(two_threads):
+    # Two threads 3 ms until step 20, then 60 ms a step (a neighbour took a core).
+    used = _drive(
+        DecodeThreads(CPU, 40), lambda t, n: 0.004 if n == 1 else (0.003 if t < 20 else 0.06)
+    )
+    assert used[5:20] == [2] * 15
+    assert used[20 + decode_threads.SLOW_STEPS :] == [1] * (40 - 20 - decode_threads.SLOW_STEPS)
+    assert decode_threads.last_choice() == {
+        "threads": 1,
+        "seconds": pytest.approx({2: 0.003, 1: 0.004}),
+        "guarded": True,
+    }
+    assert torch.get_num_threads() == 2  # torch's count is back after the decode
+
+
+def test_lone_slow_steps_keep_both_threads(two_threads):
+    # The GUI thread holding the interpreter now and then: one 20 ms step in ten.
+    used = _drive(
+        DecodeThreads(CPU, 40), lambda t, n: 0.004 if n == 1 else (0.02 if t % 10 == 7 else 0.003)
+    )
+    assert used[5:] == [2] * 35
+    assert decode_threads.last_choice()["guarded"] is False
