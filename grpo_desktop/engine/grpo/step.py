@@ -105,6 +105,7 @@ def sample_groups(policy, examples: list[Example], cfg: TrainConfig, rewards: Re
         temperature=a.temperature,
         top_p=a.top_p,
         min_new_tokens=a.min_completion_length,
+        with_entropy=True,  # the step's entropy metric, without a pass over every row for it
     )
     t1 = time.perf_counter()
     problems = [ex.problem for ex in examples for _ in range(G)]
@@ -146,6 +147,7 @@ def select_groups(parts: list[Groups], keep: list[torch.Tensor], G: int, pad_id:
         )
 
     texts = [p.completions.texts[i] for p, r in zip(parts, idx_rows) for i in r.tolist()]
+    with_entropy = all(p.completions.entropy is not None for p in parts)
     comps = Completions(
         cat("prompt_ids", pad_id, True),
         cat("prompt_mask", 0, True),
@@ -153,6 +155,7 @@ def select_groups(parts: list[Groups], keep: list[torch.Tensor], G: int, pad_id:
         cat("completion_mask", 0, False),
         torch.cat([p.completions.truncated[r] for p, r in zip(parts, idx_rows)]),
         texts,
+        cat("entropy", 0, False) if with_entropy else None,
     )
     names = parts[0].rewards.names
     pick = [(p, r.tolist()) for p, r in zip(parts, idx_rows)]
@@ -213,6 +216,7 @@ class _Batch:
     ref_logps: torch.Tensor | None = None  # (N, C), None: β = 0, no KL term
     step_rows: int = 0  # the step's rows when this batch holds only some of them (0: all)
     step_tokens: torch.Tensor | None = None  # () the step's loss tokens then (dapo's divisor)
+    with_entropy: bool = True  # whether the first pass measures the entropy
 
     @property
     def N(self) -> int:
@@ -236,6 +240,7 @@ class _Batch:
             completion_mask[:, :width],  # (K, C')
             c.truncated[index],  # (K,)
             [c.texts[i] for i in index.tolist()],
+            None if c.entropy is None else c.entropy[index, :width],  # (K, C')
         )
         pick = lambda t: None if t is None else t[index, :width]  # noqa: E731
         return _Batch(
@@ -247,6 +252,7 @@ class _Batch:
             pick(self.ref_logps),
             step_rows=self.step_rows or self.N,
             step_tokens=self.mask.sum() if self.step_tokens is None else self.step_tokens,
+            with_entropy=self.with_entropy,
         )
 
     def token_logps(self, model, s: slice, with_entropy: bool = False):
@@ -307,13 +313,19 @@ def grpo_step(
     timings = replace(groups.timings)  # a copy: the same groups may be stepped again (tests)
     notes: list[str] = []
     batch = _Batch(c, a.temperature, advantages, mask)
+    # The entropy metric: from the sampler when it measured it (the same distributions the
+    # first pass would see, up to float rounding), else measured by that pass.
+    entropy = None
+    if c.entropy is not None:
+        entropy = float((c.entropy * mask).sum() / mask.sum().clamp(min=1.0))
     # Only rows whose loss has a gradient go through the update (issue 28): with no KL term a
     # row with advantage 0 (its group all right or all wrong) or no loss tokens adds exactly 0.
-    quiet = None  # the rows left out, whose entropy the first pass still measures
+    quiet = None  # the rows left out, whose entropy the first pass measures when needed
     teaching = _teaching_rows(batch, a)  # (K,) or None: every row
     if teaching is not None:
-        quiet = batch.rows(_complement(teaching, N))
+        quiet = None if entropy is not None else batch.rows(_complement(teaching, N))
         batch = batch.rows(teaching)
+    batch = replace(batch, with_entropy=entropy is None)
     threads = threads or UpdateThreads(policy.device)
     with threads.passes(_work(batch, quiet, a)):
         first_pass, grad_norm, mb = _passes(
@@ -331,7 +343,7 @@ def grpo_step(
         {
             "loss": first_pass.loss,
             "grad_norm": grad_norm,
-            "entropy": first_pass.entropy,
+            "entropy": first_pass.entropy if entropy is None else entropy,
             "learning_rate": scheduler.get_last_lr()[0],
             "num_tokens": float(c.prompt_mask.sum() + c.completion_mask.sum()),
             "micro_batch_rows": float(mb),
@@ -472,7 +484,9 @@ def _update_pass(
         for p in policy.trainable_parameters():
             p.grad = torch.zeros_like(p)
     for s in slices:
-        logps, entropy = batch.token_logps(policy.model, s, with_entropy=first)  # (mb, C) each
+        logps, entropy = batch.token_logps(
+            policy.model, s, with_entropy=first and batch.with_entropy
+        )  # (mb, C) each
         n_rows = logps.size(0)
         out = policy_loss(
             logps,

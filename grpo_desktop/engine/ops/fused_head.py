@@ -73,6 +73,13 @@ def _scaled_logits(x, weight, bias, temperature) -> torch.Tensor:
     return z.div_(temperature) if temperature != 1.0 else z
 
 
+def sampling_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Entropy (N,) of softmax(logits / temperature) for float32 logits (N, V), left unchanged:
+    the same arithmetic as the log-prob passes' entropy (`_entropy_`), for the sampler."""
+    z = logits / temperature if temperature != 1.0 else logits.clone()  # (N, V)
+    return _entropy_(z, torch.logsumexp(z, dim=1))  # (N,)
+
+
 def _entropy_(z: torch.Tensor, lse: torch.Tensor) -> torch.Tensor:
     """Entropy (m,) of softmax(z); overwrites z (m, V) with the log-probs."""
     z.sub_(lse.unsqueeze(1))  # (m, V) log-probs

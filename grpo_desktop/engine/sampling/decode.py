@@ -165,7 +165,7 @@ class LeanDecoder:
 
     Per layer and token: one product for q, k and v together, one for gate and up together
     (`_joined`), the norms as torch's one-call rms_norm, q and k rotated together, keys and
-    values written with one copy into one buffer per layer (2, N, Hkv, capacity, D): about a third of the calls of the
+    values written in place into buffers per layer (keys transposed): about a third of the calls of the
     modules' own code, the same arithmetic (bench/decode_floor.py measures it)."""
 
     def __init__(self, base, layers: list[_Layer], cache, capacity: int) -> None:
@@ -175,14 +175,19 @@ class LeanDecoder:
         self.norm = _rms_norm(inner.norm)
         self.lm_head = _plain_linear(base.lm_head)
         self.layers = layers
-        self.kv = []  # per layer (2, N, Hkv, capacity, D): keys, values
+        # Per layer: keys stored transposed, (N, Hkv, D, capacity), so the scores' product reads
+        # them as it multiplies (half the time of a product with transposed keys, which torch
+        # copies first); values (N, Hkv, capacity, D).
+        self.keys, self.values = [], []
         for i in range(len(layers)):
             k, v = _cache_tensors(cache, i)  # (N, Hkv, P, D)
             N, Hkv, P, D = k.shape
-            buf = k.new_empty(2, N, Hkv, capacity, D)  # (2, N, Hkv, capacity, D)
-            buf[0, :, :, :P] = k
-            buf[1, :, :, :P] = v
-            self.kv.append(buf)
+            keys = k.new_empty(N, Hkv, D, capacity)  # (N, Hkv, D, capacity)
+            keys[..., :P] = k.transpose(2, 3)
+            values = v.new_empty(N, Hkv, capacity, D)  # (N, Hkv, capacity, D)
+            values[:, :, :P] = v
+            self.keys.append(keys)
+            self.values.append(values)
         self.head_dim, self.kv_heads, self.capacity = D, Hkv, capacity
         self.heads = layers[0].q.weight.size(0) // D
         # Per product, F.linear or oneDNN's product, whichever is faster here for N rows.
@@ -241,23 +246,23 @@ class LeanDecoder:
         N, D, Hkv, H = tokens.size(0), self.head_dim, self.kv_heads, self.heads
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (N, 1, D)
         h = F.embedding(tokens, self.embed_w)  # (N, E)
-        for s, kv in zip(self.steps, self.kv):
+        for s, keys, values in zip(self.steps, self.keys, self.values):
             x = s.input_norm(h)  # (N, E)
             qkv = s.qkv(x).view(N, H + 2 * Hkv, D)  # (N, H + 2Hkv, D)
             qk = qkv[:, : H + Hkv]  # (N, H + Hkv, D) the query and key heads, rotated in place
             torch.add(qk * cos, qk.roll(D // 2, dims=-1) * sin, out=qk)
-            # this token's keys and values, (N, 2Hkv, D) as (2, N, Hkv, D)
-            kv[:, :, :, L - 1] = qkv[:, H:].view(N, 2, Hkv, D).transpose(0, 1)
+            keys[..., L - 1] = qkv[:, H : H + Hkv]  # this token's keys (N, Hkv, D)
+            values[:, :, L - 1] = qkv[:, H + Hkv :]  # and values (N, Hkv, D)
             # The H query heads as Hkv groups of H/Hkv "positions": query head i reads key/value
             # head i // (H/Hkv), as transformers' repeat_kv does, without copying the cache.
             grouped = qkv[:, :H].reshape(N, Hkv, -1, D)  # (N, Hkv, H/Hkv, D)
             # Written out: for one query per row, two batched products beat the CPU's flash
             # attention kernel, which is tiled for long queries.
-            scores = torch.matmul(grouped, kv[0, :, :, :L].transpose(2, 3)).mul_(s.scaling)
+            scores = torch.matmul(grouped, keys[..., :L]).mul_(s.scaling)  # (N, Hkv, H/Hkv, L)
             if blocked is not None:
                 scores.masked_fill_(blocked, float("-inf"))  # (N, Hkv, H/Hkv, L)
             probs = torch.softmax(scores, dim=-1)  # (N, Hkv, H/Hkv, L)
-            out = torch.matmul(probs, kv[1, :, :, :L])  # (N, Hkv, H/Hkv, D)
+            out = torch.matmul(probs, values[:, :, :L])  # (N, Hkv, H/Hkv, D)
             h.add_(s.o(out.reshape(N, -1)))  # (N, E)
             gu = s.gate_up(s.post_norm(h))  # (N, 2F)
             gated = s.act(gu[:, : s.width]).mul_(gu[:, s.width :])  # (N, F)

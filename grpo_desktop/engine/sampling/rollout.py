@@ -34,6 +34,9 @@ class Completions:
     completion_mask: torch.Tensor  # (N, C) float, 1 up to and including the first EOS
     truncated: torch.Tensor  # (N,) bool, no EOS within max_new_tokens
     texts: list[str]
+    # (N, C) float32 entropy of the distribution each token was drawn from (sampler.py), when
+    # asked for and the sampler ran (not `generate`'s fallback); 0 after a row's end
+    entropy: torch.Tensor | None = None
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -203,10 +206,12 @@ def generate_completions(
     greedy: bool = False,
     min_new_tokens: int = 0,
     on_token: Callable[[int, torch.Tensor], bool | None] | None = None,
+    with_entropy: bool = False,
 ) -> Completions:
     """Sample one completion per row of prompt_ids (repeat prompts G times before calling).
     `on_token(t, tokens)`: see sampler.sample_tokens (streaming, and False to stop early; models
-    that fall back to `generate` report their tokens only at the end)."""
+    that fall back to `generate` report their tokens only at the end). `with_entropy`: also each
+    token's sampling entropy (Completions.entropy; None on `generate`'s fallback)."""
     was_training = model.training
     model.eval()
     eos_id, pad_id = stop_ids(model, tokenizer), tokenizer.pad_token_id
@@ -217,6 +222,7 @@ def generate_completions(
         greedy=greedy,
         min_new_tokens=min_new_tokens,
     )
+    entropy: list | None = [] if with_entropy else None
     try:
         with lora_merged(model):
             try:
@@ -227,6 +233,7 @@ def generate_completions(
                     eos_id=eos_id,
                     pad_id=pad_id,
                     on_token=on_token,
+                    entropy=entropy,
                     **args,
                 )  # (N, C')
             except TypeError:  # a forward without position_ids / logits_to_keep: use generate
@@ -243,7 +250,8 @@ def generate_completions(
     mask, truncated = completion_mask(completion_ids, eos_id)
     completion_ids = completion_ids.masked_fill(mask == 0, tokenizer.pad_token_id)
     texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
-    return Completions(prompt_ids, prompt_mask, completion_ids, mask, truncated, texts)
+    entropies = entropy[0] * mask if entropy else None  # (N, C')
+    return Completions(prompt_ids, prompt_mask, completion_ids, mask, truncated, texts, entropies)
 
 
 def _hf_generate(model, prompt_ids, prompt_mask, eos_id, pad_id, *, greedy, **args) -> torch.Tensor:

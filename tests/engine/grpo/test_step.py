@@ -136,12 +136,17 @@ def _reference_update(policy, groups, cfg):
     return float(out.loss), float((entropy * mask).sum() / mask.sum()), grads
 
 
-@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo", "bnpo"])
+@pytest.mark.parametrize(
+    "loss_type, sampler_entropy",
+    [("grpo", True), ("dr_grpo", True), ("dapo", True), ("bnpo", True), ("grpo", False)],
+)
 def test_rows_without_advantage_are_left_out_of_the_update_with_the_same_gradient(
-    micro_model_dir, loss_type, monkeypatch
+    micro_model_dir, loss_type, sampler_entropy, monkeypatch
 ):
     # Issue 28: rows of flat groups (advantage 0) add nothing to the gradient, so the update
     # skips them; the loss, the entropy over every row and the gradient stay what all rows give.
+    # The entropy comes from the sampler; without it (a model that fell back to `generate`)
+    # the skipped rows get a pass without gradients to measure it.
     from grpo_desktop.engine.grpo import step as step_module
 
     cfg = _cfg(micro_model_dir, max_completion_length=12, loss_type=loss_type)
@@ -160,6 +165,9 @@ def test_rows_without_advantage_are_left_out_of_the_update_with_the_same_gradien
         # 10 and 15 give flat groups (every reward 0); 11 and 13 groups with spread.
         examples = [Example(f"What is {i} × 1?", str(i)) for i in (10, 11, 15, 13)]
         groups = sample_groups(policy, examples, cfg, rewards)
+        assert groups.completions.entropy is not None
+        if not sampler_entropy:
+            groups.completions.entropy = None
         loss, entropy, grads = _reference_update(policy, groups, cfg)
         opt = torch.optim.SGD(policy.trainable_parameters(), lr=1.0)
         before = [p.detach().clone() for p in policy.trainable_parameters()]
@@ -172,7 +180,10 @@ def test_rows_without_advantage_are_left_out_of_the_update_with_the_same_gradien
     else:
         assert len(graded) == 8 and all(adv != 0 for adv in graded)
         quiet = [adv for n, grad, advs in passes if not grad for adv in advs]
-        assert len(quiet) == 8 and all(adv == 0 for adv in quiet)  # measured for the entropy
+        if sampler_entropy:
+            assert quiet == []  # no pass at all over the rows that teach nothing
+        else:
+            assert len(quiet) == 8 and all(adv == 0 for adv in quiet)  # measured for the entropy
     assert out.metrics["loss"] == pytest.approx(loss, rel=1e-5, abs=1e-7)
     assert out.metrics["entropy"] == pytest.approx(entropy, rel=1e-5)
     after = policy.trainable_parameters()

@@ -121,3 +121,24 @@ def test_top_p_through_topk_equals_the_full_sort(monkeypatch):
     )
     nucleus(logits[:1], 0.9)  # the peaked row is found among the first candidates
     assert widths == [draw_module.FIRST_K]
+
+
+def test_a_one_block_vocabulary_draws_the_same_tokens_as_the_two_level_search():
+    # Issue 28: the demo's 107 tokens skip the first level's search (half the operations per
+    # token); for the same u it must land on the very token the general inversion picks.
+    from grpo_desktop.engine.ops import draw as module
+
+    torch.manual_seed(0)
+    for trial in range(400):
+        V = int(torch.randint(1, module.BLOCK + 1, ()))
+        N = int(torch.randint(1, 40, ()))
+        logits = torch.randn(N, V) * float(torch.rand(()) * 10)
+        if trial % 3 == 0:  # some tokens masked out, as top-p and min_new_tokens do
+            logits[:, torch.rand(V) < 0.3] = float("-inf")
+            logits[:, 0] = 0.0
+        probs = torch.softmax(logits, dim=-1)
+        fast = module.draw(probs, torch.Generator().manual_seed(trial))
+        mass, cdf = module._blocks(probs)
+        u = torch.rand(N, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(trial))
+        assert torch.equal(fast, module._invert(probs, mass, cdf, u)), (trial, V, N)
+        assert bool((probs.gather(1, fast.unsqueeze(1)) > 0).all())  # never a masked token

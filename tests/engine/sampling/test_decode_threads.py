@@ -60,7 +60,10 @@ def test_a_decode_times_both_and_keeps_the_faster(two_threads, demo_rows):
     _decode(policy, ids, mask, None, max_new_tokens=40)
     choice = decode_threads.last_choice()
     assert set(choice["seconds"]) == {1, 2}
-    assert choice["threads"] == min(choice["seconds"], key=choice["seconds"].get)
+    faster = min(choice["seconds"], key=choice["seconds"].get)
+    # A busy machine (the test suite's other worker) may send a decode that kept two threads
+    # to one afterwards: the guard, tested on its own below.
+    assert choice["threads"] == (1 if choice["guarded"] else faster)
     assert torch.get_num_threads() == 2
 
 

@@ -213,3 +213,93 @@ def test_a_model_that_gives_nan_logits_stops_sampling_with_a_message(tiny_model_
         sample_tokens(
             model, ids, mask, max_new_tokens=4, eos_id=tok.eos_token_id, pad_id=tok.pad_token_id
         )
+
+
+@pytest.mark.parametrize("temperature, top_p, min_new", [(1.0, 1.0, 0), (0.7, 0.9, 4)])
+def test_the_samplers_entropy_is_the_log_prob_passs_entropy(
+    tiny_model_dir, temperature, top_p, min_new
+):
+    # Issue 28: the step's entropy metric comes from the sampler, so the update needs no pass
+    # over the rows it leaves out. It must be what the log-prob pass measures: the entropy of
+    # softmax(logits / T) at each sampled position, before top-p and before EOS is held back.
+    from grpo_desktop.engine.sampling.logps import token_logps
+
+    model, tok = _load(tiny_model_dir)
+    ids, mask = tokenize_prompts(tok, PROMPTS * 3, 64, torch.device("cpu"))
+    torch.manual_seed(4)
+    comps = generate_completions(
+        model, tok, ids, mask, max_new_tokens=14, temperature=temperature, top_p=top_p,
+        min_new_tokens=min_new, with_entropy=True,
+    )  # fmt: skip
+    assert comps.entropy is not None and comps.entropy.shape == comps.completion_ids.shape
+    with torch.no_grad():
+        _, entropy = token_logps(
+            model, comps.prompt_ids, comps.prompt_mask, comps.completion_ids,
+            comps.completion_mask, temperature, with_entropy=True,
+        )  # fmt: skip
+    live = comps.completion_mask > 0
+    assert bool((comps.entropy[live] > 0).all())
+    assert torch.allclose(comps.entropy[live], entropy[live], rtol=1e-4, atol=1e-5)
+    assert bool((comps.entropy[~live] == 0).all())  # nothing after a row's end
+
+
+def test_no_entropy_unless_asked_and_none_from_generates_fallback(tiny_model_dir):
+    model, tok = _load(tiny_model_dir)
+    ids, mask = tokenize_prompts(tok, PROMPTS, 64, torch.device("cpu"))
+    assert generate_completions(model, tok, ids, mask, max_new_tokens=4).entropy is None
+    wrapped = _NoPositionIds(model)
+    comps = generate_completions(wrapped, tok, ids, mask, max_new_tokens=4, with_entropy=True)
+    assert comps.entropy is None  # the update then measures it itself
+
+
+SYSTEM = "<|system|>Think step by step inside <think></think>, then answer inside <answer></answer>.<|end|>"
+
+
+def test_common_start_counts_the_shared_beginning_after_each_rows_padding():
+    pad = 0
+    ids = torch.tensor(
+        [
+            [pad, pad, 5, 6, 7, 8, 9],
+            [5, 6, 7, 8, 1, 2, 3],
+            [pad, 5, 6, 7, 4, 4, 4],
+        ]
+    )
+    mask = (torch.arange(7) >= torch.tensor([[2], [0], [1]])).long()
+    assert sampler.common_start(ids, mask) == 3  # 5 6 7, wherever each row starts
+    assert sampler.common_start(ids[:1], mask[:1]) == 4  # one row: all but its last token
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+def test_a_long_common_beginning_is_prefilled_once_with_the_same_tokens(
+    tiny_model_dir, monkeypatch, groups
+):
+    # Issue 28: the held-out prompts share a system prompt and a chat template's header; running
+    # that once instead of per prompt must not change a token, greedy or sampled, left padding
+    # and a group's repeated rows included.
+    model, tok = _load(tiny_model_dir)
+    questions = ["What is 17 × 24?", "Hi", "Name three prime numbers below twenty, please."]
+    texts = [f"{SYSTEM}<|user|>{q}<|end|><|assistant|>" for q in questions]
+    ids, mask = tokenize_prompts(tok, texts, 128, torch.device("cpu"))
+    ids, mask = ids.repeat_interleave(groups, 0), mask.repeat_interleave(groups, 0)
+    least = sampler.MIN_COMMON
+    assert sampler.common_start(ids, mask) >= least
+    shared = []
+    real = sampler._prefill_common_start
+    monkeypatch.setattr(
+        sampler, "_prefill_common_start", lambda *a: shared.append(real(*a)) or shared[-1]
+    )
+
+    def decode(min_common, greedy):
+        monkeypatch.setattr(sampler, "MIN_COMMON", min_common)
+        torch.manual_seed(2)
+        return generate_completions(
+            model, tok, ids, mask, max_new_tokens=12, greedy=greedy, temperature=0.9
+        ).completion_ids
+
+    for greedy in (True, False):
+        shared.clear()
+        plain = decode(10**9, greedy)
+        assert all(s is None for s in shared)
+        once = decode(least, greedy)
+        assert shared[-1] is not None  # the common beginning did run once
+        assert torch.equal(plain, once)
