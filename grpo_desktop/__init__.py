@@ -9,11 +9,11 @@ __version__ = "0.1.0"
 # barrier before they sleep. When another program keeps a core busy, that spinning starves the
 # work: with one busy neighbour on 2 cores a demo step took 24 s instead of 2.6 s. Too short a
 # spin costs on free cores instead: the threads fall asleep and are woken at nearly every small
-# operation (1,000 rounds: demo steps 0.81 s against 0.62 s at 10,000 on an idle 2-core Xeon).
+# operation (1,000 rounds: demo steps 0.92 s against 0.72 s at 10,000 on an idle 2-core Xeon).
 # 10,000 is as fast as the default on free cores; with a busy neighbour the passes and the decode
 # drop to fewer threads when that is faster (engine/grpo/update_threads.py,
-# engine/sampling/decode_threads.py), and steps took 1.11 s against 1.06 s at 1,000
-# (bench/README.md, "OpenMP's spin"). Set before torch loads its OpenMP runtime (importing this
+# engine/sampling/decode_threads.py), and steps took 1.25 s against 1.10 s at 1,000
+# (bench/README.md, "Session 14"). Set before torch loads its OpenMP runtime (importing this
 # package comes first); a value the user set wins.
 OPENMP_SPINCOUNT = "10000"
 os.environ.setdefault("GOMP_SPINCOUNT", OPENMP_SPINCOUNT)
