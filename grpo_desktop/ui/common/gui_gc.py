@@ -12,10 +12,9 @@ So while any job of the app runs Python off the GUI thread (`background()`, ente
 thread collects instead, by the same thresholds CPython uses (`_Collector.tick`; the timer runs
 only while jobs do). When the last job ends, automatic collection is back on. The engine's own
 explicit collections (freeing a model before emptying the CUDA cache, engine/ops/host_memory.py
-`collect_cycles`) are handed to the GUI thread too and waited for: not while the GUI thread is
-itself blocked waiting for jobs to end (`gui_waiting()`, around JobRunner.wait and
-tasks.wait_for_all; the job then goes on at once and the timer collects moments later), and
-never longer than HANDOFF_WAIT_S.
+`collect_cycles`) are handed to the GUI thread too and waited for: not while the GUI thread is itself blocked waiting for jobs to end
+(`gui_waiting()`, around JobRunner.wait and tasks.wait_for_all; the job then goes on at once and
+the timer collects moments later), and never longer than HANDOFF_WAIT_S.
 
 Try it: tests/ui/common/test_gui_gc.py.
 """
