@@ -10,7 +10,10 @@ copying files in the thread pool when the process died).
 So while any job of the app runs Python off the GUI thread (`background()`, entered by
 `JobWorker.run` and the thread pool's jobs), automatic collection is off and a timer on the GUI
 thread collects instead, by the same thresholds CPython uses (`_Collector.tick`; the timer runs
-only while jobs do). When the last job ends, automatic collection is back on. The engine's own
+only while jobs do). When the last job has ended, the GUI thread turns automatic collection
+back on at its next tick: not the job's thread, whose next object after a long job would start
+a collection there and then (a segmentation fault in the test suite, Qt's event processing
+meeting a panel freed in a thread-pool job). The engine's own
 explicit collections (freeing a model before emptying the CUDA cache, engine/ops/host_memory.py
 `collect_cycles`) are handed to the GUI thread too and waited for: not while the GUI thread is itself blocked waiting for jobs to end
 (`gui_waiting()`, around JobRunner.wait and tasks.wait_for_all; the job then goes on at once and
@@ -35,6 +38,7 @@ HANDOFF_WAIT_S = 2.0  # how long a job waits for the GUI thread to collect for i
 _lock = threading.Lock()
 _jobs = 0  # jobs running Python off the GUI thread now
 _was_enabled = True  # automatic collection's state when the first of them started
+_disabled = False  # automatic collection is off for jobs, until the GUI thread restores it
 _collector: _Collector | None = None
 _gui_blocked = threading.Event()  # the GUI thread waits for jobs: it cannot collect for them
 _in_job = threading.local()  # .active: this thread is inside background()
@@ -57,15 +61,17 @@ class _Collector(QObject):
 
     @Slot()
     def tick(self) -> None:
-        if _jobs == 0:
-            self.timer.stop()  # no wake-ups while nothing runs; the next job wakes it
         if gc.isenabled():
+            self.timer.stop()
             return  # no job is running: CPython collects by itself
         counts, thresholds = gc.get_count(), gc.get_threshold()
         for generation in (2, 1, 0):  # the oldest generation whose count passed its threshold
             if thresholds[generation] and counts[generation] > thresholds[generation]:
                 gc.collect(generation)
-                return
+                break
+        if _jobs == 0:
+            self.timer.stop()  # no wake-ups while nothing runs; the next job wakes it
+            _restore_automatic()  # after the collection the jobs' allocations called for
 
     @Slot(object)
     def _collect_for(self, done: threading.Event) -> None:
@@ -94,13 +100,13 @@ def on_gui_thread() -> bool:
 def background() -> Iterator[None]:
     """Around a job's Python code off the GUI thread: no automatic collection meanwhile (where
     the GUI thread's collector is installed; elsewhere this does nothing)."""
-    global _jobs, _was_enabled
+    global _jobs, _was_enabled, _disabled
     if _collector is None or on_gui_thread():
         yield
         return
     with _lock:
-        if _jobs == 0:
-            _was_enabled = gc.isenabled()
+        if _jobs == 0 and not _disabled:
+            _was_enabled, _disabled = gc.isenabled(), True
             gc.disable()
         _jobs += 1
     with contextlib.suppress(RuntimeError):  # (the application is closing)
@@ -112,7 +118,18 @@ def background() -> Iterator[None]:
         _in_job.active = False
         with _lock:
             _jobs -= 1
-            if _jobs == 0 and _was_enabled:
+        # Not re-enabled here: the collector's count has grown all through the job, so this
+        # thread's next object would start a collection in this thread. The GUI thread's next
+        # tick turns it back on (the timer runs until it has).
+
+
+def _restore_automatic() -> None:
+    """On the GUI thread, once no job runs: automatic collection as it was before the jobs."""
+    global _disabled
+    with _lock:
+        if _jobs == 0 and _disabled:
+            _disabled = False
+            if _was_enabled:
                 gc.enable()
 
 
@@ -145,6 +162,7 @@ def gui_waiting() -> Iterator[None]:
         yield
     finally:
         _gui_blocked.clear()
+        _restore_automatic()  # the jobs waited for may have ended meanwhile
 
 
 def running_jobs() -> int:

@@ -62,6 +62,30 @@ def test_a_thread_pool_job_never_frees_the_gui_threads_qt_objects(qtbot):
     assert gc.isenabled() and gui_gc.running_jobs() == 0
 
 
+def test_a_job_that_ends_never_collects_in_its_own_thread(qtbot):
+    """Automatic collection, off while the job ran, comes back on the GUI thread: re-enabled
+    in the job's thread, the allocations the job had made would start a collection right there
+    at its next object (its `finally`, the result's signal), freeing the GUI thread's Qt
+    objects in the job's thread (a segmentation fault in the test suite, issue 28's CI)."""
+    tasks = BackgroundTasks()
+    results: list = []
+    finalized_in: list[str] = []
+    gc.collect()
+    _garbage(finalized_in)
+
+    def job() -> list:
+        return [[i] for i in range(20_000)]  # kept: the collector's count stays past its threshold
+
+    tasks.submit("job", job, lambda result, error: results.append((result, error)))
+    qtbot.waitUntil(lambda: bool(results) and bool(finalized_in), timeout=20_000)
+    assert wait_for_all(10_000)
+    ((kept, error),) = results
+    assert error is None and len(kept) == 20_000
+    assert finalized_in == [threading.main_thread().name]
+    qtbot.waitUntil(gc.isenabled, timeout=5_000)  # back on once the GUI thread has looked
+    assert gui_gc.running_jobs() == 0
+
+
 class _Worker(JobWorker):
     def __init__(self, release: threading.Event, ran_in: list[str]):
         super().__init__()
@@ -98,7 +122,8 @@ def test_while_a_long_job_runs_the_gui_thread_collects_by_the_thresholds(qtbot):
     release.set()
     with qtbot.waitSignal(runner.finished, timeout=20_000):
         pass
-    assert gc.isenabled() and gui_gc.running_jobs() == 0
+    assert gui_gc.running_jobs() == 0
+    qtbot.waitUntil(gc.isenabled, timeout=5_000)  # turned back on by the GUI thread's tick
     qtbot.waitUntil(lambda: not gui_gc.ticking(), timeout=5_000)  # no wake-ups while idle
 
 
