@@ -19,9 +19,10 @@ report it.
 The race's second question, whether ours reaches TRL's final held-out accuracy in fewer seconds
 than TRL's whole run takes, needs our accuracy along the way: both sides keep every checkpoint
 (one each 10 steps), and each of ours is scored by the same `grpo-desktop eval` once our run has
-ended, the last checkpoint's score being the final one (`--no-curve` scores only that). `ours_reach_s` is our training seconds (the steps' `step_time`, summed)
-up to the first checkpoint whose accuracy is at least TRL's final one (None if none is), and
-`reach_ratio` that ÷ TRL's training seconds: below 1 means ours got there sooner.
+ended, the last checkpoint's score being the final one (`--no-curve` scores only that).
+`ours_reach_s` is our training seconds (the steps' `step_time`, summed) up to the first
+checkpoint whose accuracy is at least TRL's final one (None if none is), and `reach_ratio` that
+÷ TRL's training seconds: below 1 means ours got there sooner.
 """
 
 from __future__ import annotations

@@ -321,15 +321,17 @@ def grpo_step(
     # Only rows whose loss has a gradient go through the update (issue 28): with no KL term a
     # row with advantage 0 (its group all right or all wrong) or no loss tokens adds exactly 0.
     quiet = None  # the rows left out, whose entropy the first pass measures when needed
-    teaching = _teaching_rows(batch, a)  # (K,) or None: every row
-    if teaching is not None:
-        quiet = None if entropy is not None else batch.rows(_complement(teaching, N))
-        batch = batch.rows(teaching)
+    teaches = _teaching_rows(batch, a)  # (N,) bool, or None: every row
+    if teaches is not None:
+        if entropy is None:
+            quiet = batch.rows(torch.nonzero(~teaches).flatten())
+        batch = batch.rows(torch.nonzero(teaches).flatten())
     batch = replace(batch, with_entropy=entropy is None)
     threads = threads or UpdateThreads(policy.device)
+    full = (N, c.prompt_ids.size(1), c.completion_ids.size(1))  # what the rows per pass fit
     with threads.passes(_work(batch, quiet, a)):
         first_pass, grad_norm, mb = _passes(
-            policy, optimizer, scheduler, cfg, batch, quiet, N, rows_per_pass, timings, notes
+            policy, optimizer, scheduler, cfg, batch, quiet, full, rows_per_pass, timings, notes
         )
 
     lengths = c.lengths.tolist()
@@ -363,21 +365,17 @@ def _work(batch: _Batch, quiet: _Batch | None, a) -> float:
     return pass_work(tokens(batch) * a.num_iterations, tokens(quiet) + tokens(batch) * extra)
 
 
-def _passes(policy, optimizer, scheduler, cfg, batch, quiet, N, rows_per_pass, timings, notes):
+def _passes(policy, optimizer, scheduler, cfg, batch, quiet, full, rows_per_pass, timings, notes):
     """The step's log-prob passes, updates and optimizer steps over `batch` (the entropy also
-    over `quiet`): (the first pass's totals, the last grad norm, the rows per pass)."""
+    over `quiet`): (the first pass's totals, the last grad norm, the rows per pass). `full`:
+    (N, P, C) of the step's whole batch."""
     a = cfg.algorithm
-    c = batch.completions
     t0 = time.perf_counter()
     # Micro-batches: the activations of all N rows need not fit in memory at once. Each pass
     # takes `mb` rows and accumulates gradients, weighted so they add up to the step's loss.
-    # Chosen for all N rows at the widest, so passes over fewer or narrower rows fit as well.
+    # Chosen for all N rows, so passes over fewer or narrower rows fit as well.
     rows_per_pass = rows_per_pass or RowsPerPass(a.micro_batch_size)
-    P = max(c.prompt_ids.size(1), 0 if quiet is None else quiet.completions.prompt_ids.size(1))
-    C = max(
-        c.completion_ids.size(1), 0 if quiet is None else quiet.completions.completion_ids.size(1)
-    )
-    mb = rows_per_pass.choose(policy, cfg, N, P, C)
+    mb = rows_per_pass.choose(policy, cfg, *full)
     batch, mb = halving_on_oom(
         lambda mb: _with_old_and_ref_logps(policy, batch, mb, a), mb, rows_per_pass, policy, notes
     )
@@ -416,7 +414,7 @@ ROW_SEPARABLE = ("grpo", "dr_grpo", "dapo")
 
 
 def _teaching_rows(batch: _Batch, a) -> torch.Tensor | None:
-    """Indices (K,) of the rows whose loss term has a gradient, or None when that is every row
+    """Which rows (N,) bool have a loss term with a gradient, or None when that is every row
     (or when rows cannot be left out: a KL term, which every token has, or bnpo's per-micro-batch
     divisor). A row with advantage exactly 0 has per-token loss −min(w·0, clip(w)·0) = 0 at any
     ratio w; a row without loss tokens (all masked) has none: leaving both out of the forward and
@@ -424,15 +422,7 @@ def _teaching_rows(batch: _Batch, a) -> torch.Tensor | None:
     if a.beta > 0 or a.loss_type not in ROW_SEPARABLE:
         return None
     teaches = (batch.advantages != 0) & (batch.mask.sum(dim=1) > 0)  # (N,)
-    if bool(teaches.all()):
-        return None
-    return torch.nonzero(teaches).flatten()  # (K,)
-
-
-def _complement(index: torch.Tensor, n: int) -> torch.Tensor:
-    keep = torch.ones(n, dtype=torch.bool)  # (N,)
-    keep[index.cpu()] = False
-    return torch.nonzero(keep).flatten().to(index.device)  # (N - K,)
+    return None if bool(teaches.all()) else teaches
 
 
 def _slices(n: int, mb: int) -> list[slice]:

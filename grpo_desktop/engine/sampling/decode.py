@@ -165,8 +165,8 @@ class LeanDecoder:
 
     Per layer and token: one product for q, k and v together, one for gate and up together
     (`_joined`), the norms as torch's one-call rms_norm, q and k rotated together, keys and
-    values written in place into buffers per layer (keys transposed): about a third of the calls of the
-    modules' own code, the same arithmetic (bench/decode_floor.py measures it)."""
+    values written in place into buffers per layer (keys transposed): about a third of the calls
+    of the modules' own code, the same arithmetic (bench/decode_floor.py measures it)."""
 
     def __init__(self, base, layers: list[_Layer], cache, capacity: int) -> None:
         inner = base.model

@@ -78,7 +78,8 @@ def sample_tokens(
     decode there (a cancel): the rows then end where they are, as if cut by the length limit.
     `entropy`: a list to append the (N, C) float32 entropies of the distributions each token
     was drawn from (softmax of logits / temperature, before top-p and before min_new_tokens
-    holds EOS back: what the log-prob pass's entropy measures) to; 0 after a row's end."""
+    holds EOS back: what the log-prob pass's entropy measures) to; after a row's end they mean
+    nothing (generate_completions zeroes them with the completion mask)."""
     N = prompt_ids.size(0)
     device = prompt_ids.device
     stops = torch.tensor([eos_id] if isinstance(eos_id, int) else eos_id, device=device)  # (S,)
@@ -111,14 +112,12 @@ def sample_tokens(
             # whole distribution at the temperature, else worked out on its own.
             shared = entropies is not None and not greedy and top_p >= 1.0 and t >= min_new_tokens
             if entropies is not None and not shared:
-                entropies[:, t] = sampling_entropy(logits, temperature).masked_fill_(finished, 0)
+                entropies[:, t] = sampling_entropy(logits, temperature)
             if t < min_new_tokens:
                 logits[:, stops] = float("-inf")
             nxt = _next_tokens(
                 logits, greedy, temperature, top_p, entropies[:, t] if shared else None
             )  # (N,)
-            if shared:
-                entropies[:, t].masked_fill_(finished, 0)
             nxt = nxt.masked_fill(finished, pad_id)  # (N,) finished rows get padding
             tokens[:, t] = nxt
             sampled = t + 1
