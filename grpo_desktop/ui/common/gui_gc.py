@@ -13,12 +13,13 @@ thread collects instead, by the same thresholds CPython uses (`_Collector.tick`;
 only while jobs do). When the last job has ended, the GUI thread turns automatic collection
 back on at its next tick: not the job's thread, whose next object after a long job would start
 a collection there and then (a segmentation fault in the test suite, Qt's event processing
-meeting a panel freed in a thread-pool job). The engine's own
-explicit collections (freeing a model before emptying the CUDA cache, engine/ops/host_memory.py
-`collect_cycles`) are handed to the GUI thread too and waited for: not while the GUI thread is
-itself blocked waiting for jobs to end (`gui_waiting()`, around JobRunner.wait and
-tasks.wait_for_all; the job then goes on at once and the timer collects moments later), and
-never longer than HANDOFF_WAIT_S.
+meeting a panel freed in a thread-pool job).
+
+The engine's own explicit collections (freeing a model before emptying the CUDA cache,
+engine/ops/host_memory.py `collect_cycles`) are handed to the GUI thread too and waited for: not
+while the GUI thread is itself blocked waiting for jobs to end (`gui_waiting()`, around
+JobRunner.wait and tasks.wait_for_all; the job then goes on at once and the timer collects
+moments later), and never longer than HANDOFF_WAIT_S.
 
 Try it: tests/ui/common/test_gui_gc.py.
 """
