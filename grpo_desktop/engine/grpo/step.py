@@ -26,6 +26,7 @@ from grpo_desktop.engine.data.dataset import Example, prompt_for, responses
 from grpo_desktop.engine.estimate.micro_batch import RowsPerPass, halving_on_oom
 from grpo_desktop.engine.grpo.loss import compute_advantages, group_has_spread, policy_loss
 from grpo_desktop.engine.grpo.update_threads import UpdateThreads, pass_work
+from grpo_desktop.engine.ops.lora_product import fused_lora
 from grpo_desktop.engine.rewards.functions import RewardBatch, RewardSet
 from grpo_desktop.engine.sampling.rollout import (
     Completions,
@@ -329,7 +330,8 @@ def grpo_step(
     batch = replace(batch, with_entropy=entropy is None)
     threads = threads or UpdateThreads(policy.device)
     full = (N, c.prompt_ids.size(1), c.completion_ids.size(1))  # what the rows per pass fit
-    with threads.passes(_work(batch, quiet, a)):
+    # LoRA layers add their adapter in one product (ops/lora_product.py), backward included.
+    with threads.passes(_work(batch, quiet, a)), fused_lora(policy.model):
         first_pass, grad_norm, mb = _passes(
             policy, optimizer, scheduler, cfg, batch, quiet, full, rows_per_pass, timings, notes
         )
