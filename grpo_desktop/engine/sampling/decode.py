@@ -23,8 +23,10 @@ import torch
 import torch.nn.functional as F
 
 from grpo_desktop.engine.ops.kernels import product_for
+from grpo_desktop.engine.sampling import decode_script
 
 ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
+SCRIPTED = True  # run the layers through decode_script.py where it covers the model (tests: False)
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP = ("gate_proj", "up_proj", "down_proj")
 
@@ -201,6 +203,50 @@ class LeanDecoder:
         products = [self.head] + [p for s in self.steps for p in (s.qkv, s.o, s.gate_up, s.down)]
         self.products = {(id(p), i): fn for p in products for i, fn in enumerate(p.fns)}
         self.length = self.prompt = 0  # positions filled (prompt + tokens fed), prompt length
+        self.script, self.script_args = self._scripted(inner, layers)
+
+    def _scripted(self, inner, layers: list[_Layer]):
+        """(decode_script's compiled layers, its arguments after `L`) when this model's step is
+        one it runs as the Python step does, else (None, ()): every product one F.linear, every
+        norm torch's rms_norm in float32, the activation SiLU, one width and scaling."""
+        fn = decode_script.layers_step() if SCRIPTED else None
+        norms = [inner.norm] + [n for x in layers for n in (x.input_norm, x.post_norm)]
+        if fn is None or not all(_rms_norm(n) is not n for n in norms):
+            return None, ()
+        products = [self.head] + [p for s in self.steps for p in (s.qkv, s.o, s.gate_up, s.down)]
+        if any(len(p.parts) != 1 or p.fns[0] is not F.linear for p in products):
+            return None, ()
+        if any(s.act is not F.silu for s in self.steps):
+            return None, ()
+        if len({(s.width, s.scaling) for s in self.steps}) != 1:
+            return None, ()
+
+        def weights(name: str) -> tuple[list, list]:
+            parts = [getattr(s, name).parts[0] for s in self.steps]
+            return [w for w, _ in parts], [b for _, b in parts]
+
+        args = (
+            [x.input_norm.weight for x in layers],
+            [x.post_norm.weight for x in layers],
+            [float(x.input_norm.variance_epsilon) for x in layers],
+            *weights("qkv"),
+            *weights("o"),
+            *weights("gate_up"),
+            *weights("down"),
+            self.keys,
+            self.values,
+            self.heads,
+            self.kv_heads,
+            self.head_dim,
+            self.steps[0].width,
+            float(self.steps[0].scaling),
+            inner.norm.weight,
+            float(inner.norm.variance_epsilon),
+            *self.head.parts[0],
+        )
+        if any(x.input_norm.variance_epsilon != x.post_norm.variance_epsilon for x in layers):
+            return None, ()
+        return fn, args
 
     def _angles(self, positions: torch.Tensor):
         """(cos, sin·sign) (N, T, D) for positions (N, T): rotate_half(x)·sin is
@@ -246,6 +292,9 @@ class LeanDecoder:
         N, D, Hkv, H = tokens.size(0), self.head_dim, self.kv_heads, self.heads
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (N, 1, D)
         h = F.embedding(tokens, self.embed_w)  # (N, E)
+        if self.script is not None:  # the same operations below, in TorchScript's loop
+            with torch.jit.optimized_execution(False):
+                return self.script(h, cos, sin, blocked, L, *self.script_args)  # (N, V)
         for s, keys, values in zip(self.steps, self.keys, self.values):
             x = s.input_norm(h)  # (N, E)
             qkv = s.qkv(x).view(N, H + 2 * Hkv, D)  # (N, H + 2Hkv, D)
