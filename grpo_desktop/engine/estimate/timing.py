@@ -14,7 +14,12 @@ On the CPU the throughput is measured in a fraction of a second, at one moment: 
 busy then makes every estimate of that session slower, and one busy now makes the run slower.
 `seconds_range` turns the estimate into the range between the idle machine and the load now
 (issue 27: the same settings read 2.5 s and 6.6 s a step at different moments), from
-`machine_load`'s load average.
+`machine_load`'s load average; while a run trains, `others_load` leaves its own threads out.
+
+The estimate counts every completion at the full length and every row in the training passes.
+A run's steps are often faster: answers end at EOS, and with β = 0 a group whose answers all
+scored the same is left out of the update (engine/grpo/step.py); the demo measures about half
+its estimate.
 
 Try it:  grpo-desktop estimate --demo  (its "Step" line)
 """
@@ -131,3 +136,12 @@ def seconds_range(
     idle = seconds / (1 + measured[0] / measured[1]) if measured else seconds
     busy = idle * (1 + now[0] / now[1]) if now else idle
     return idle, max(busy, idle)
+
+
+def others_load(load: tuple[float, int] | None, own: int) -> tuple[float, int] | None:
+    """The load of the other programs while this process trains on `own` threads: the load
+    average counts the run's own busy threads, and a range that took them for other programs
+    showed the running demo 1.6–1.9 s a step where it measured 0.55 s (issue 28)."""
+    if load is None:
+        return None
+    return max(0.0, load[0] - own), load[1]

@@ -119,8 +119,10 @@ PHASE_PARTS = {"training": ("activations", "logits"), "sampling": ("kv_cache", "
 VERDICTS = {"fits": "fits", "tight": "tight", "no": "will not fit", "unknown": "free unknown"}
 TIME_HELP = (
     "A rough guess (within a factor of about two) from the model's size and this computer's "
-    "speed: sampling the answers, then the training passes. The first steps of a run show the "
-    "real figure."
+    "speed: sampling the answers, then the training passes. It counts every answer at the full "
+    "length and in every training pass; real steps are often faster, since answers end sooner "
+    "and, without a KL penalty, groups whose answers all scored the same skip the update. The "
+    "first steps of a run show the real figure."
 )
 MAX_ADVICE = 3  # the engine orders its advice best first
 

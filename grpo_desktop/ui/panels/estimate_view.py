@@ -47,7 +47,7 @@ from grpo_desktop.engine.config import (
     TrainConfig,
     starter_summary,
 )
-from grpo_desktop.engine.estimate.timing import machine_load
+from grpo_desktop.engine.estimate.timing import machine_load, others_load
 from grpo_desktop.ui.common.widgets import note_label, rich_tooltip, set_note, wrapped_label
 from grpo_desktop.ui.panels import estimate_text as say
 from grpo_desktop.ui.panels.estimate_bar import MemoryBar, part_colour
@@ -327,12 +327,31 @@ class EstimateView(QWidget):
             self.note.setToolTip(rich_tooltip(error))
         else:
             self.result, self.error = result, ""
+            if self._run_key is not None:  # timed beside this app's own run: it was busy
+                self._count_own_run(result)
             self._show(result)
         if self._run_key is not None:
             self.run_note.setVisible(key != config_key(self.model.config))
         self._fit_tries = 0
         QTimer.singleShot(0, self, self._fit_height)  # once the new rows are laid out
         self.estimate_shown.emit()
+
+    def _load_of_others(self) -> tuple[float, int] | None:
+        """The load average now, less this app's own run (which uses every core) while it
+        trains: a range up to "busy" would count the run as a program slowing itself."""
+        load = machine_load()
+        if self._run_key is None or load is None:
+            return load
+        return others_load(load, load[1])
+
+    def _count_own_run(self, result: dict) -> None:
+        """An estimate whose CPU speed was timed while this app's run trained: the timing
+        shared the cores with the run, so its load counts at least the run's threads."""
+        device = result.get("device")
+        measured = device.get("speed_load") if isinstance(device, dict) else None
+        if measured and device.get("kind") == "cpu":
+            load, cores = measured
+            device["speed_load"] = (max(float(load), float(cores)), cores)
 
     # ------------------------------------------------------------------ showing it
 
@@ -362,7 +381,7 @@ class EstimateView(QWidget):
                 text = f"<span style='color:#80868b'>{text}</span>"
             self.part_labels[key].setText(text)
             self.part_labels[key].setToolTip(rich_tooltip(PART_HELP[key], *extra))
-        text, lines = say.time_line(r, machine_load())  # a range on a CPU: its load varies
+        text, lines = say.time_line(r, self._load_of_others())  # a CPU's load varies
         self.time_label.setText(text)
         self.time_label.setToolTip(rich_tooltip(say.TIME_HELP, *lines))
         for w in self.details:
