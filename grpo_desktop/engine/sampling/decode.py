@@ -293,8 +293,15 @@ class LeanDecoder:
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (N, 1, D)
         h = F.embedding(tokens, self.embed_w)  # (N, E)
         if self.script is not None:  # the same operations below, in TorchScript's loop
-            with torch.jit.optimized_execution(False):
-                return self.script(h, cos, sin, blocked, L, *self.script_args)  # (N, V)
+            try:
+                with torch.jit.optimized_execution(False):
+                    return self.script(h, cos, sin, blocked, L, *self.script_args)  # (N, V)
+            except RuntimeError:
+                # Not expected (_scripted checked the model): this decoder goes on in Python,
+                # which runs this token again from its embedding (the script added to `h` in
+                # place) and writes its keys and values again.
+                self.script = None
+                h = F.embedding(tokens, self.embed_w)  # (N, E)
         for s, keys, values in zip(self.steps, self.keys, self.values):
             x = s.input_norm(h)  # (N, E)
             qkv = s.qkv(x).view(N, H + 2 * Hkv, D)  # (N, H + 2Hkv, D)

@@ -112,3 +112,26 @@ def test_when_torchscript_cannot_compile_the_python_step_runs(model_and_tokenize
     lean = _lean(model, tok, monkeypatch, True)
     assert lean.script is None
     assert lean.step(torch.zeros(6, dtype=torch.long)).shape == (6, model.config.vocab_size)
+
+
+@torch.no_grad()
+def test_a_scripted_step_that_fails_goes_on_in_python(model_and_tokenizer, monkeypatch):
+    """Insurance for what the checks did not foresee: the step is redone in Python (its keys
+    and values written again) and the decoder stays in Python."""
+    model, tok = model_and_tokenizer
+    scripted = _lean(model, tok, monkeypatch, True)
+    python = _lean(model, tok, monkeypatch, False)
+    compiled = scripted.script
+    calls = []
+
+    def failing(*args):
+        calls.append(1)
+        compiled(*args)  # writes into the buffers, then fails
+        raise RuntimeError("something the checks missed")
+
+    scripted.script = failing
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        tokens = torch.randint(0, model.config.vocab_size, (6,), generator=generator)
+        assert torch.equal(scripted.step(tokens), python.step(tokens))
+    assert calls == [1] and scripted.script is None
