@@ -78,7 +78,7 @@ def layers_step(
         h.add_(torch.ops.aten.linear(out.reshape(N, -1), o_w[i], o_b[i]))
         normed = torch.rms_norm(h, [E], post_norms[i], eps[i])
         gu = torch.ops.aten.linear(normed, gate_up_w[i], gate_up_b[i])
-        gated = torch.nn.functional.silu(gu[:, :width]).mul_(gu[:, width:])
+        gated = torch.ops.aten.silu(gu[:, :width]).mul_(gu[:, width:])
         h.add_(torch.ops.aten.linear(gated, down_w[i], down_b[i]))
     return torch.ops.aten.linear(torch.rms_norm(h, [E], norm_w, norm_eps), head_w, head_b)
 """

@@ -135,3 +135,11 @@ def test_a_scripted_step_that_fails_goes_on_in_python(model_and_tokenizer, monke
         tokens = torch.randint(0, model.config.vocab_size, (6,), generator=generator)
         assert torch.equal(scripted.step(tokens), python.step(tokens))
     assert calls == [1] and scripted.script is None
+
+
+def test_the_compiled_step_calls_only_torch_operators():
+    """A frozen build keeps no .py sources: a Python function called from the script (as
+    torch.nn.functional.silu once was) would have to be compiled from its source there, fail,
+    and leave the bundle on the slower Python step."""
+    graph = str(decode_script.layers_step().graph)
+    assert "prim::CallFunction" not in graph and "aten::silu" in graph
