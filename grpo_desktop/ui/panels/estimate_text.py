@@ -235,10 +235,13 @@ def load_words(load: tuple[float, int] | None) -> str:
     return f"{how} (load {load[0]:.1f} on {load[1]} cores)"
 
 
-def time_line(r: dict, now: tuple[float, int] | None = None) -> tuple[str, list[str]]:
+def time_line(
+    r: dict, now: tuple[float, int] | None = None, beside_run: bool = False
+) -> tuple[str, list[str]]:
     """('≈ 3.4–6.6 s per step (rough; …)', tooltip lines by phase). On the CPU, a range from
     an idle computer to the load `now` (engine/estimate/timing.py), since the speed was measured
-    at one moment under `device.speed_load`; a GPU's time is one figure."""
+    at one moment under `device.speed_load`; a GPU's time is one figure. `beside_run`: `now` is
+    the other programs' load while this app trains, and the words say so."""
     value = r.get("seconds_per_step")
     detail = r.get("seconds_detail") or {}
     lines = [f"{k}: {seconds_text(v)}" for k, v in detail.items() if isinstance(v, (int, float))]
@@ -255,14 +258,16 @@ def time_line(r: dict, now: tuple[float, int] | None = None) -> tuple[str, list[
         f"{load_words(now)} now. Other programs slow the run: the range goes from an idle "
         "computer to the load now."
     )
+    where = "besides this run, the computer is" if beside_run else "this computer is"
     if seconds_text(low) == seconds_text(high):
-        return f"≈ {seconds_text(low)} per step (rough; this computer is {load_words(now)})", lines
+        return f"≈ {seconds_text(low)} per step (rough; {where} {load_words(now)})", lines
     low_text, high_text = seconds_text(low), seconds_text(high)
     if low_text.split()[-1] == high_text.split()[-1]:  # 3.4–6.6 s, not 3.4 s–6.6 s
         low_text = low_text.split()[0]
+    where = "besides this run, it is" if beside_run else "it is"
     return (
         f"≈ {low_text}–{high_text} per step (rough): the low end on an idle "
-        f"computer; it is {load_words(now)} now",
+        f"computer; {where} {load_words(now)} now",
         lines,
     )
 

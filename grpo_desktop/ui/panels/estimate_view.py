@@ -381,7 +381,8 @@ class EstimateView(QWidget):
                 text = f"<span style='color:#80868b'>{text}</span>"
             self.part_labels[key].setText(text)
             self.part_labels[key].setToolTip(rich_tooltip(PART_HELP[key], *extra))
-        text, lines = say.time_line(r, self._load_of_others())  # a CPU's load varies
+        beside_run = self._run_key is not None
+        text, lines = say.time_line(r, self._load_of_others(), beside_run)  # a CPU's load varies
         self.time_label.setText(text)
         self.time_label.setToolTip(rich_tooltip(say.TIME_HELP, *lines))
         for w in self.details:

@@ -102,8 +102,8 @@ def test_while_the_app_trains_its_own_run_is_not_counted_as_a_busy_computer(
         assert view.result["device"]["speed_load"] == (2.0, 2)  # it shared the cores with the run
         idle = view.result["seconds_per_step"] / 2
         text = view.time_label.text()
-        assert "this computer is idle" in text and "–" not in text, text
-        assert time_line(view.result, now=(0.0, 2))[0] == text
+        assert "besides this run, the computer is idle" in text and "–" not in text, text
+        assert time_line(view.result, now=(0.0, 2), beside_run=True)[0] == text
         assert f"{idle:.1f} s" in text or f"{idle:.0f} s" in text
         model.state_changed.emit("idle")  # the run ended: the same load is other programs now
         view._show(view.result)
