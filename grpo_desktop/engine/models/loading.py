@@ -6,7 +6,7 @@ there is one copy of the weights; only full fine-tuning with β > 0 keeps a seco
 Precision: "auto" is bfloat16 on CUDA GPUs that run it natively (compute capability 8.0 on) and
 float32 elsewhere (`auto_dtype`). Full fine-tuning in a half precision keeps float32 master
 weights and runs the model's forward under autocast: AdamW's small updates land (in pure bfloat16
-most of them round away). QLoRA keeps embeddings, norms and the output layer in the compute dtype
+most of them round away); bfloat16 on the CPU runs only the linear layers' products in bfloat16. QLoRA keeps embeddings, norms and the output layer in the compute dtype
 (peft's preparation would make them float32). Unquantized models load straight to the GPU.
 A GGUF file is imported once, in the dtype the run loads (gguf_import.py; `model_import_events`
 reports it to the trainer, `Policy.source_note` names the source).
@@ -34,6 +34,7 @@ from grpo_desktop.engine.errors import ModelError
 from grpo_desktop.engine.models.gguf_info import is_gguf_file, read_gguf_info
 from grpo_desktop.engine.models.local_models import ollama_model_file
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission, check_permission, code_hint
+from grpo_desktop.engine.ops.bf16_products import bf16_products
 from grpo_desktop.engine.ops.kernels import checkpoint_contexts
 
 BUILTIN_PREFIX = "builtin:"
@@ -136,7 +137,10 @@ def load_kwargs(dtype: torch.dtype, device: torch.device, quantized: bool) -> di
 
 def _autocast_forwards(model, device: torch.device, dtype: torch.dtype) -> None:
     """Run the model's forward, and its decoder's (which log-prob passes call directly), under
-    autocast to `dtype`: float32 master weights, half-precision products."""
+    autocast to `dtype`: float32 master weights, half-precision products. bfloat16 on the CPU
+    runs only the linear layers' products in bfloat16 instead (ops/bf16_products.py: the CPU's
+    bfloat16 attention backward is slower than float32's)."""
+    products = device.type == "cpu" and dtype == torch.bfloat16
     modules = [model]
     with contextlib.suppress(AttributeError, NotImplementedError):
         decoder = model.get_decoder()
@@ -147,11 +151,12 @@ def _autocast_forwards(model, device: torch.device, dtype: torch.dtype) -> None:
 
         @functools.wraps(forward)
         def run(*args, _forward=forward, **kwargs):
-            with torch.autocast(device.type, dtype=dtype):
+            with bf16_products() if products else torch.autocast(device.type, dtype=dtype):
                 return _forward(*args, **kwargs)
 
         module.forward = run
-    model.autocast_forward = (device.type, dtype)  # logps.py runs the output layer the same way
+    # logps.py runs the output layer the same way
+    model.autocast_forward = ("bf16-products" if products else device.type, dtype)
 
 
 def builtin_model_path(name: str) -> str:

@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from grpo_desktop.engine.ops.bf16_products import active as bf16_active
+from grpo_desktop.engine.ops.bf16_products import bf16_products
 from grpo_desktop.engine.ops.kernels import fast_linear
 
 CHUNK_ELEMENTS = 2**24  # logits per chunk: 64 MiB in float32 (110 tokens at V = 151,936)
@@ -131,6 +133,7 @@ class _LinearLogSoftmax(torch.autograd.Function):
             ctx.save_for_backward(dlogp)
         ctx.temperature, ctx.chunk = temperature, chunk
         ctx.autocast = _autocast_state(hidden.device.type)
+        ctx.bf16 = bf16_active()  # the products' precision, for the backward's recomputation
         ctx.mark_non_differentiable(entropy)
         return logps, entropy
 
@@ -149,7 +152,8 @@ class _LinearLogSoftmax(torch.autograd.Function):
         autocast = (
             torch.autocast(hidden.device.type, dtype=dtype) if enabled else contextlib.nullcontext()
         )
-        with routing(hidden.device), autocast:
+        products = bf16_products() if ctx.bf16 else contextlib.nullcontext()
+        with products, routing(hidden.device), autocast:
             for s in range(0, M, ctx.chunk):
                 e = min(M, s + ctx.chunk)
                 x = hidden[s:e]  # (m, H)

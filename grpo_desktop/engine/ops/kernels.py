@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from grpo_desktop.engine.ops import bf16_products
+
 ENV = "GRPO_DESKTOP_ONEDNN"
 MIN_SPEEDUP = 1.15  # oneDNN must be this much faster than MKL on the timing to be used
 MIN_ROWS = 64  # fast_linear leaves products of fewer rows to F.linear (per-call cost decides)
@@ -225,7 +227,8 @@ class _RouteLinear(TorchFunctionMode):
                 args[1] if len(args) > 1 else kwargs["weight"],
             )
             bias = args[2] if len(args) > 2 else kwargs.get("bias")
-            if routable(x, weight, bias) and x.numel() >= MIN_ROWS * x.size(-1):
+            big = routable(x, weight, bias) and x.numel() >= MIN_ROWS * x.size(-1)
+            if big and not bf16_products.active():  # bfloat16 chosen: left to that block
                 return onednn_linear(x, weight, bias)
         return func(*args, **kwargs)
 

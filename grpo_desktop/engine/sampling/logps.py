@@ -22,6 +22,7 @@ import weakref
 
 import torch
 
+from grpo_desktop.engine.ops.bf16_products import bf16_products
 from grpo_desktop.engine.ops.fused_head import head_logps, routing
 from grpo_desktop.engine.sampling.decoders import CACHE, out_cache
 from grpo_desktop.engine.sampling.sampler import expand_rows, prompt_runs
@@ -133,6 +134,8 @@ def _autocast_like_forward(model) -> contextlib.AbstractContextManager:
     if setting is None:
         return contextlib.nullcontext()
     device_type, dtype = setting
+    if device_type == "bf16-products":  # bfloat16 on the CPU (ops/bf16_products.py)
+        return bf16_products()
     return torch.autocast(device_type, dtype=dtype)
 
 
