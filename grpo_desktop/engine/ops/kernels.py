@@ -255,9 +255,22 @@ def fast_linear(device: torch.device | str | None = None) -> Iterator[None]:
 
 def checkpoint_contexts() -> tuple[contextlib.AbstractContextManager, ...]:
     """`context_fn` for torch.utils.checkpoint (non-reentrant): the forward runs as it is; the
-    recomputation in the backward runs under fast_linear's routing when the forward did. The
-    backward runs after the `with` block has ended, and torch requires the recomputation to save
-    the same tensors as the forward (oneDNN's product saves x and the weight, F.linear's other
-    views): so the backward gets the same products and gradients as without checkpointing."""
+    recomputation in the backward runs under fast_linear's routing, and under bfloat16 products
+    (bf16_products.py), when the forward did. The backward runs after the `with` blocks have
+    ended, and torch requires the recomputation to save the same tensors as the forward
+    (oneDNN's product saves x and the weight, F.linear's other views; bfloat16 products their
+    bfloat16 copies): so the backward gets the same products and gradients as without
+    checkpointing."""
     routed = getattr(_routing, "depth", 0) > 0
-    return contextlib.nullcontext(), _RouteLinear() if routed else contextlib.nullcontext()
+    return contextlib.nullcontext(), _recompute(routed, bf16_products.active())
+
+
+@contextlib.contextmanager
+def _recompute(routed: bool, bf16: bool) -> Iterator[None]:
+    """The forward's product modes again, in the order the forward entered them."""
+    with contextlib.ExitStack() as stack:
+        if bf16:
+            stack.enter_context(bf16_products.bf16_products())
+        if routed:
+            stack.enter_context(_RouteLinear())
+        yield

@@ -85,3 +85,29 @@ def test_onednn_float32_routing_steps_aside_inside_the_block(choose_linear):
         nested = F.linear(x, w)
     expected = F.linear(x.bfloat16(), w.bfloat16()).float()
     assert torch.equal(inside, expected) and torch.equal(nested, expected)
+
+
+def test_gradient_checkpointing_recomputes_with_the_same_bfloat16_products(tiny_model_dir):
+    """torch's checkpoint requires the recomputation to save what the forward saved: without
+    the products' mode again in the backward, a bfloat16 CPU run with gradient checkpointing
+    failed with a CheckpointError (the forward saved bfloat16 copies, the recomputation float32
+    weights). With it, the gradients are those of the run without checkpointing."""
+    from grpo_desktop.engine.sampling.logps import token_logps
+
+    g = torch.Generator().manual_seed(3)
+    prompt = torch.randint(3, 60, (4, 6), generator=g)
+    prompt_mask = torch.ones_like(prompt)
+    completion = torch.randint(3, 60, (4, 7), generator=g)
+    completion_mask = torch.ones(4, 7)
+    grads = []
+    for checkpointing in (False, True):
+        cfg = _cfg(tiny_model_dir, "bfloat16").replace(
+            model={"gradient_checkpointing": checkpointing}
+        )
+        model = load_policy(cfg).model.train()
+        logps, _ = token_logps(model, prompt, prompt_mask, completion, completion_mask, 1.0)
+        (logps * completion_mask).sum().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 3
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], rtol=1e-4, atol=1e-5)
