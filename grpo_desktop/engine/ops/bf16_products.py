@@ -23,33 +23,21 @@ import threading
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
 
-_state = threading.local()  # .depth: blocks open in this thread (function modes are per thread)
+from grpo_desktop.engine.ops.linear_mode import LinearMode
 
 
-class Bf16Products(TorchFunctionMode):
+class Bf16Products(LinearMode):
     """Inside its block, float32 CPU `F.linear` calls run in bfloat16 and return float32."""
 
-    def __enter__(self):
-        _state.depth = getattr(_state, "depth", 0) + 1
-        return super().__enter__()
+    _open = threading.local()
 
-    def __exit__(self, *exc):
-        _state.depth -= 1
-        return super().__exit__(*exc)
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is F.linear:
-            x = args[0] if args else kwargs["input"]
-            weight = args[1] if len(args) > 1 else kwargs["weight"]
-            bias = args[2] if len(args) > 2 else kwargs.get("bias")
-            if _routed(x, weight):
-                out = F.linear(x.to(torch.bfloat16), weight.to(torch.bfloat16))  # (..., out)
-                out = out.to(torch.float32)
-                return out if bias is None else out + bias
-        return func(*args, **kwargs)
+    def linear(self, x, weight, bias):
+        if not _routed(x, weight):
+            return None
+        out = F.linear(x.to(torch.bfloat16), weight.to(torch.bfloat16))  # (..., out)
+        out = out.to(torch.float32)
+        return out if bias is None else out + bias
 
 
 def _routed(x: torch.Tensor, weight: torch.Tensor) -> bool:
@@ -63,4 +51,4 @@ def bf16_products() -> Bf16Products:
 
 def active() -> bool:
     """Whether this thread is inside a `bf16_products()` block."""
-    return getattr(_state, "depth", 0) > 0
+    return Bf16Products.depth() > 0

@@ -25,9 +25,9 @@ from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
 
 from grpo_desktop.engine.ops import bf16_products
+from grpo_desktop.engine.ops.linear_mode import LinearMode
 
 ENV = "GRPO_DESKTOP_ONEDNN"
 MIN_SPEEDUP = 1.15  # oneDNN must be this much faster than MKL on the timing to be used
@@ -206,31 +206,14 @@ def product_for(rows: int, weight: torch.Tensor, bias: torch.Tensor | None = Non
     return _product if _choices[key] else F.linear
 
 
-# .depth: _RouteLinear blocks open in this thread (torch function modes are per thread too)
-_routing = threading.local()
+class _RouteLinear(LinearMode):
+    _open = threading.local()
 
-
-class _RouteLinear(TorchFunctionMode):
-    def __enter__(self):
-        _routing.depth = getattr(_routing, "depth", 0) + 1
-        return super().__enter__()
-
-    def __exit__(self, *exc):
-        _routing.depth -= 1
-        return super().__exit__(*exc)
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is F.linear:  # torch._C._nn.linear, which nn.Linear calls
-            x, weight = (
-                args[0] if args else kwargs["input"],
-                args[1] if len(args) > 1 else kwargs["weight"],
-            )
-            bias = args[2] if len(args) > 2 else kwargs.get("bias")
-            big = routable(x, weight, bias) and x.numel() >= MIN_ROWS * x.size(-1)
-            if big and not bf16_products.active():  # bfloat16 chosen: left to that block
-                return onednn_linear(x, weight, bias)
-        return func(*args, **kwargs)
+    def linear(self, x, weight, bias):
+        big = routable(x, weight, bias) and x.numel() >= MIN_ROWS * x.size(-1)
+        if big and not bf16_products.active():  # bfloat16 chosen: left to that block
+            return onednn_linear(x, weight, bias)
+        return None
 
 
 def _cpu_work(device) -> bool:
@@ -261,7 +244,7 @@ def checkpoint_contexts() -> tuple[contextlib.AbstractContextManager, ...]:
     (oneDNN's product saves x and the weight, F.linear's other views; bfloat16 products their
     bfloat16 copies): so the backward gets the same products and gradients as without
     checkpointing."""
-    routed = getattr(_routing, "depth", 0) > 0
+    routed = _RouteLinear.depth() > 0
     return contextlib.nullcontext(), _recompute(routed, bf16_products.active())
 
 

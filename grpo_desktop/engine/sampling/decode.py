@@ -220,6 +220,8 @@ class LeanDecoder:
             return None, ()
         if len({(s.width, s.scaling) for s in self.steps}) != 1:
             return None, ()
+        if any(x.input_norm.variance_epsilon != x.post_norm.variance_epsilon for x in layers):
+            return None, ()  # the script takes one epsilon per layer
 
         def weights(name: str) -> tuple[list, list]:
             parts = [getattr(s, name).parts[0] for s in self.steps]
@@ -244,8 +246,6 @@ class LeanDecoder:
             float(inner.norm.variance_epsilon),
             *self.head.parts[0],
         )
-        if any(x.input_norm.variance_epsilon != x.post_norm.variance_epsilon for x in layers):
-            return None, ()
         return fn, args
 
     def _angles(self, positions: torch.Tensor):
