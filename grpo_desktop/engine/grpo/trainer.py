@@ -53,7 +53,7 @@ from grpo_desktop.engine.models.gguf_import import ImportStopped
 from grpo_desktop.engine.models.loading import Policy, load_policy, model_import_events
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission
 from grpo_desktop.engine.ops import kernels
-from grpo_desktop.engine.ops.host_memory import collect_cycles
+from grpo_desktop.engine.ops.host_memory import collect_cycles, keep_freed_heap
 from grpo_desktop.engine.rewards.functions import RewardSet
 from grpo_desktop.engine.rewards.worked_example import example_warnings
 from grpo_desktop.engine.runs import checkpoint as ckpt
@@ -273,6 +273,8 @@ class _Run:
                 raise
             what = f"the weights cannot be loaded ({type(exc).__name__}: {exc})"
             raise ckpt.DamagedCheckpoint(point.folder, os.path.basename(path), what) from exc
+        if self.policy.device.type == "cpu":
+            keep_freed_heap()  # each step reuses the last one's pages (ops/host_memory.py)
         self.rewards = RewardSet(self.cfg.rewards, self.cfg.data)
         self.watch = CheckerWatch(self.cfg.rewards.checker_timeout_s)
         params = self.policy.trainable_parameters()

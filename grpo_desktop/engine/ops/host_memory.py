@@ -11,8 +11,18 @@ depends on thread timing (bench/README.md, `realistic.py`). `DecodeTrim` calls g
 TRIM_EVERY tokens of a CPU decode whose logits per step reach LARGE_LOGITS_BYTES, and once at
 its end: the heap may still fragment, but its free pages do not stay resident. The demo's
 small vocabulary never trims: there a trim costs more than it saves. Where malloc_trim does
-not exist (macOS, musl) nothing happens. It changes no value computed, and it does not pin
-glibc's thresholds instead (every large tensor would then fault its pages in anew each step).
+not exist (macOS, musl) nothing happens. It changes no value computed.
+
+`keep_freed_heap()` (a CPU run calls it once at its start) stops glibc from handing the top of
+the heap back after every step: by default glibc gives freed memory at the heap's top back to
+the system once it exceeds twice its (adaptive) mmap threshold, and the next step's tensors then
+fault their pages in anew, each zeroed by the kernel: 10,000-90,000 page faults and 0.1-0.25 s
+of kernel time a step on `bench/vs_trl.py --quick`'s workload, against about ten once the
+thresholds are pinned (mmap for blocks from 32 MiB, glibc's own adaptive ceiling; no automatic
+trim below KEEP_FREE_TOP_BYTES at the top). Both are set together: pinning one alone turns off
+glibc's adaptation of the other (the trim threshold alone leaves every block over 128 KiB to mmap,
+faulting in on every use). The step's memory is reused by the next step, so the resident size is
+the peak it was anyway; `release_free_heap` still trims on demand.
 
 `collect_cycles()` is gc.collect() unless the app put another collector in its place
 (`set_cycle_collector`): the desktop app has every collection run on its GUI thread, because a
@@ -32,9 +42,12 @@ import sys
 from collections.abc import Callable
 
 TRIM_EVERY = 16  # decode tokens between trims
+MMAP_FROM_BYTES = 32 * 2**20  # blocks from here on are mmapped (glibc's adaptive maximum)
+KEEP_FREE_TOP_BYTES = 512 * 2**20  # free memory at the heap's top kept for the next step
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
 LARGE_LOGITS_BYTES = 4 * 2**20  # one step's logits (rows × vocabulary × element size) from here on
 _libc: dict[str, object] = {}
-stats = {"trims": 0}  # malloc_trim calls made in this process
+stats = {"trims": 0, "kept_heap": False}  # malloc_trim calls; keep_freed_heap took effect
 _cycle_collector: list[Callable[[], object]] = [gc.collect]
 
 
@@ -50,18 +63,36 @@ def set_cycle_collector(collect: Callable[[], object]) -> Callable[[], object]:
     return previous
 
 
-def _malloc_trim():
-    """glibc's malloc_trim, or None where there is none."""
-    if "fn" not in _libc:
+def _glibc(name: str, argtypes: list):
+    """glibc's function `name`, or None where there is none (macOS, musl, Windows)."""
+    if name not in _libc:
         fn = None
         if sys.platform.startswith("linux"):
             try:
-                fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-                fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
+                fn = getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
+                fn.argtypes, fn.restype = argtypes, ctypes.c_int
             except (OSError, AttributeError):
                 fn = None
-        _libc["fn"] = fn
-    return _libc["fn"]
+        _libc[name] = fn
+    return _libc[name]
+
+
+def _malloc_trim():
+    """glibc's malloc_trim, or None where there is none."""
+    return _glibc("malloc_trim", [ctypes.c_size_t])
+
+
+def keep_freed_heap() -> bool:
+    """Pin glibc's mmap and trim thresholds (see the module docstring) for this process; False
+    where there is no glibc or it refused. Changes no value computed."""
+    mallopt = _glibc("mallopt", [ctypes.c_int, ctypes.c_int])
+    if mallopt is None:
+        return False
+    kept = bool(mallopt(M_MMAP_THRESHOLD, MMAP_FROM_BYTES)) and bool(
+        mallopt(M_TRIM_THRESHOLD, KEEP_FREE_TOP_BYTES)
+    )
+    stats["kept_heap"] = stats["kept_heap"] or kept
+    return kept
 
 
 def release_free_heap() -> bool:
