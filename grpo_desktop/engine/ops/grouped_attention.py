@@ -53,6 +53,11 @@ def use_on_cpu() -> bool:
     return True
 
 
+def is_on() -> bool:
+    """Whether `use_on_cpu()` has taken effect (and not been restored)."""
+    return "original" in _state
+
+
 def restore() -> None:
     """transformers' own choice again (tests)."""
     original = _state.pop("original", None)

@@ -14,8 +14,14 @@ from grpo_desktop.engine.ops import grouped_attention
 
 @pytest.fixture
 def restored():
+    """transformers' own choice during the test (a CPU run earlier in this process has already
+    switched it), and the process's state as it was afterwards."""
+    was_on = grouped_attention.is_on()
+    grouped_attention.restore()
     yield
     grouped_attention.restore()
+    if was_on:
+        grouped_attention.use_on_cpu()
 
 
 def _left_padded_pass(model_dir: str):
