@@ -64,7 +64,10 @@ def test_the_scripted_step_gives_the_python_steps_bits(
 
 
 @torch.no_grad()
-def test_the_sampler_draws_the_same_tokens_scripted_or_not(model_and_tokenizer, monkeypatch):
+def test_the_sampler_draws_the_same_tokens_scripted_or_not(
+    model_and_tokenizer, monkeypatch, choose_linear
+):
+    choose_linear("0")  # F.linear products: the scripted step is the one compared
     model, tok = model_and_tokenizer
     ids, mask = tokenize_prompts(tok, PROMPTS, 64, torch.device("cpu"))
     ids, mask = ids.repeat_interleave(4, 0), mask.repeat_interleave(4, 0)
@@ -115,13 +118,17 @@ def test_when_torchscript_cannot_compile_the_python_step_runs(model_and_tokenize
 
 
 @torch.no_grad()
-def test_a_scripted_step_that_fails_goes_on_in_python(model_and_tokenizer, monkeypatch):
+def test_a_scripted_step_that_fails_goes_on_in_python(
+    model_and_tokenizer, monkeypatch, choose_linear
+):
     """Insurance for what the checks did not foresee: the step is redone in Python (its keys
     and values written again) and the decoder stays in Python."""
+    choose_linear("0")  # F.linear products (not oneDNN's, which a timing may pick): scripted
     model, tok = model_and_tokenizer
     scripted = _lean(model, tok, monkeypatch, True)
     python = _lean(model, tok, monkeypatch, False)
     compiled = scripted.script
+    assert compiled is not None
     calls = []
 
     def failing(*args):
