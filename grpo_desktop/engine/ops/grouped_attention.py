@@ -30,7 +30,7 @@ def _torch_has_enable_gqa() -> bool:
 def use_on_cpu() -> bool:
     """From now on transformers' sdpa attention reads grouped heads in place on the CPU (once per
     process); False where this transformers or torch has no such switch."""
-    if "original" in _state:
+    if is_on():
         return True
     if not _torch_has_enable_gqa():
         return False
@@ -47,7 +47,6 @@ def use_on_cpu() -> bool:
             return True  # (keys and values of one head size: the kernel's condition)
         return original(attention_mask, key, *args, **kwargs)
 
-    use_gqa_in_sdpa.__wrapped__ = original
     _state["original"] = original
     sdpa_attention.use_gqa_in_sdpa = use_gqa_in_sdpa
     return True

@@ -42,10 +42,10 @@ import sys
 from collections.abc import Callable
 
 TRIM_EVERY = 16  # decode tokens between trims
+LARGE_LOGITS_BYTES = 4 * 2**20  # one step's logits (rows × vocabulary × element size) from here on
 MMAP_FROM_BYTES = 32 * 2**20  # blocks from here on are mmapped (glibc's adaptive maximum)
 KEEP_FREE_TOP_BYTES = 512 * 2**20  # free memory at the heap's top kept for the next step
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
-LARGE_LOGITS_BYTES = 4 * 2**20  # one step's logits (rows × vocabulary × element size) from here on
 _libc: dict[str, object] = {}
 stats = {"trims": 0, "kept_heap": False}  # malloc_trim calls; keep_freed_heap took effect
 _cycle_collector: list[Callable[[], object]] = [gc.collect]
