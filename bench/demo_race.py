@@ -1,6 +1,6 @@
 """The demo race (issue 28): TRL's GRPOTrainer against ours on the built-in demo, per seed.
 
-    python bench/demo_race.py                       # seeds 0,1,2, 100 steps a side (about 17 min)
+    python bench/demo_race.py                       # seeds 0,1,2, 100 steps a side (about 25 min)
     python bench/demo_race.py --seeds 0 --steps 20 --json race.json
     python bench/demo_race.py --no-curve            # only the final scores (about 15 min)
 
@@ -8,13 +8,19 @@ Both sides train the shipped demo model (full fine-tuning) on the demo's task wi
 settings: ours is `grpo-desktop train` on the demo config, TRL is the TRL project the app exports
 from the same config (`grpo-desktop export --format trl`, its `train.py`: the same model, data,
 G, B, lengths, learning rate, β, loss, checkpoint every 10 steps), each in its own process, ours
-first, then TRL, per seed. Ours runs without its in-run evaluation (`eval_every` 0), since the
+first, then TRL, then ours again (below), per seed. Ours runs without its in-run evaluation (`eval_every` 0), since the
 TRL project has none; both are then scored by the same command, `grpo-desktop eval OUT --n 200
 --seed 7 --no-sample` (greedy, 200 held-out problems). Printed per seed and side: wall seconds of
 the training process (loading included), its training seconds (ours: the steps' own
 `step_time`; TRL: its `train_runtime`), seconds per step and held-out accuracy; then the ratios
 TRL ÷ ours per seed. The last line is one JSON object. CPU only; say the host and load when you
 report it.
+
+A shared 2-core host can change speed by half within minutes (bench/README.md, `demo_race.py`),
+and a run of one side then the other puts that drift into the ratio. So each seed is bracketed:
+ours, TRL, then ours again (the same command and seed: the same work), and the per-step ratio
+is TRL's seconds per step ÷ the mean of our two runs' (`ours_again` in the JSON; `--no-bracket`
+runs ours once). The accuracies and the reach come from our first run.
 
 The race's second question, whether ours reaches TRL's final held-out accuracy in fewer seconds
 than TRL's whole run takes, needs our accuracy along the way: both sides keep every checkpoint
@@ -54,9 +60,9 @@ def held_out(folder: str, n: int) -> float:
     return json.loads(out.strip().splitlines()[-1])["accuracy"]
 
 
-def ours(config: str, seed: int, out: str, n: int, with_curve: bool) -> dict:
+def ours(config: str, seed: int, out: str, n: int | None, with_curve: bool) -> dict:
     """Our run, its times from its own events, and its held-out accuracy: of the final model,
-    or (`with_curve`) of each checkpoint, the last being the final model."""
+    or (`with_curve`) of each checkpoint, the last being the final model; n None: times only."""
     wall, _ = _run([*CLI, "train", config, "--seed", str(seed), "--out", out, "--quiet"])
     with open(os.path.join(out, "events.jsonl"), encoding="utf-8") as fh:
         events = [json.loads(line) for line in fh]
@@ -69,6 +75,8 @@ def ours(config: str, seed: int, out: str, n: int, with_curve: bool) -> dict:
         "median_step_s": statistics.median(steps),
         "steps": len(steps),
     }
+    if n is None:
+        return result
     if with_curve:
         result["curve"] = curve(out, step_s, n)
         result["accuracy"] = result["curve"][-1]["accuracy"]
@@ -120,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", help="keep the runs in this folder (default: a temporary one)")
     p.add_argument("--no-curve", action="store_true",
                    help="score only the final models, not each of our checkpoints")  # fmt: skip
+    p.add_argument("--no-bracket", action="store_true",
+                   help="run ours once per seed, not again after TRL's run")  # fmt: skip
     args = p.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
     work = args.keep or tempfile.mkdtemp(prefix="grpo-demo-race-")
@@ -147,10 +157,19 @@ def main(argv: list[str] | None = None) -> int:
         b = trl(project, seed, args.steps, os.path.join(work, f"trl-{seed}"), args.n)
         print(f"seed {seed} TRL:  {b['s_per_step']:.2f} s/step, {b['wall_s']:.0f} s wall, "
               f"held-out {b['accuracy']:.1%}", flush=True)  # fmt: skip
-        rows.append({"seed": seed, "ours": a, "trl": b, "per_step_ratio": b["s_per_step"] /
-                     a["s_per_step"], "wall_ratio": b["wall_s"] / a["wall_s"]})  # fmt: skip
-        print(f"seed {seed}: TRL ÷ ours per step {rows[-1]['per_step_ratio']:.2f}, wall "
-              f"{rows[-1]['wall_ratio']:.2f}", flush=True)  # fmt: skip
+        row = {"seed": seed, "ours": a, "trl": b}
+        per_step, wall = a["s_per_step"], a["wall_s"]
+        if not args.no_bracket:  # ours again, after TRL: the host's drift falls on both sides
+            again = ours(config, seed, os.path.join(work, f"ours-{seed}-again"), None, False)
+            row["ours_again"] = again
+            per_step = (per_step + again["s_per_step"]) / 2
+            wall = (wall + again["wall_s"]) / 2
+            print(f"seed {seed} ours again: {again['s_per_step']:.2f} s/step, "
+                  f"{again['wall_s']:.0f} s wall", flush=True)  # fmt: skip
+        row.update(per_step_ratio=b["s_per_step"] / per_step, wall_ratio=b["wall_s"] / wall)
+        rows.append(row)
+        print(f"seed {seed}: TRL ÷ ours per step {row['per_step_ratio']:.2f}, wall "
+              f"{row['wall_ratio']:.2f}", flush=True)  # fmt: skip
         if not args.no_curve:
             reached = reach(a["curve"], b["accuracy"])
             rows[-1]["ours_reach_s"] = reached
@@ -163,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         "steps": args.steps,
         "seeds": seeds,
         "per_step_ratio": [r["per_step_ratio"] for r in rows],
+        "bracketed": not args.no_bracket,
         "wall_ratio": [r["wall_ratio"] for r in rows],
         "ours_accuracy": [r["ours"]["accuracy"] for r in rows],
         "trl_accuracy": [r["trl"]["accuracy"] for r in rows],
