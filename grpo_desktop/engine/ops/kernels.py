@@ -7,8 +7,11 @@ arithmetic, rounded differently (within 3e-6 of a float64 result relative to the
 scale; MKL within 1e-6). `fast_linear()` routes `F.linear` to `onednn_linear` (forward and
 backward in oneDNN) for float32 CPU tensors of at least MIN_ROWS rows, inside its `with` block
 and only when `enabled()`: oneDNN is present, gives F.linear's result on a check and beats MKL
-on a short timing at first use. A decode step's few-row products, where oneDNN's fixed cost per
-call can lose, ask `product_for`, timed once per shape. Checkpointed layers recompute under the
+on a short timing at first use (medians of interleaved runs: a best-of-five timing flipped from
+process to process on a 2-core AMD EPYC where oneDNN is only ~10 % faster per product, and the
+runs that picked it were slower, bench/README.md "Session 17"). A decode step's few-row
+products, where oneDNN's fixed cost per call can lose, ask `product_for`, timed once per shape
+and held to the same margin. Checkpointed layers recompute under the
 routing their forward had (`checkpoint_contexts`). The price, heap fragmentation when row
 counts vary, is accepted. GRPO_DESKTOP_ONEDNN=0 switches oneDNN off, =1 skips the timings.
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import statistics
 import threading
 import time
 from collections.abc import Iterator
@@ -69,10 +73,12 @@ def _agrees(op) -> bool:
     return all(a.shape == e.shape and torch.allclose(a, e, rtol=1e-4, atol=1e-4) for a, e in pairs)
 
 
-def _best_times(op, x, weight, bias=None) -> tuple[float, float]:
-    """Best of 5 interleaved runs of F.linear and of the oneDNN op on these tensors, seconds."""
-    best = [float("inf"), float("inf")]
-    for round_ in range(6):  # round 0 warms both up and is not counted
+def _times(op, x, weight, bias=None, rounds: int = 9) -> tuple[float, float]:
+    """Median seconds of F.linear and of the oneDNN op on these tensors over `rounds` runs each,
+    interleaved after one warm-up run of both. Medians, not the best run: near the margin a
+    lucky run of either decided, and the choice flipped from one process to the next."""
+    times: list[list[float]] = [[], []]
+    for round_ in range(rounds + 1):  # round 0 warms both up and is not counted
         for i in (0, 1):
             start = time.perf_counter()
             if i == 0:
@@ -80,16 +86,17 @@ def _best_times(op, x, weight, bias=None) -> tuple[float, float]:
             else:
                 op(x, weight, bias, "none", [], "")
             if round_:
-                best[i] = min(best[i], time.perf_counter() - start)
-    return best[0], best[1]
+                times[i].append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def _faster(op) -> bool:
-    """oneDNN beats MKL by MIN_SPEEDUP on a training-sized product (256 × 512 · 512 × 512)."""
+    """oneDNN beats MKL by MIN_SPEEDUP on a training-sized product (1024 × 512 · 512 × 1024, about
+    a GFLOP: long enough to time steadily, ~0.1 s for the whole decision on 2 cores)."""
     g = torch.Generator().manual_seed(1)
-    x = torch.randn(256, 512, generator=g)  # (M, K)
-    w = torch.randn(512, 512, generator=g)  # (N, K)
-    mkl, onednn = _best_times(op, x, w)
+    x = torch.randn(1024, 512, generator=g)  # (M, K)
+    w = torch.randn(1024, 512, generator=g)  # (N, K)
+    mkl, onednn = _times(op, x, w)
     return mkl >= MIN_SPEEDUP * onednn
 
 
@@ -187,8 +194,9 @@ def _weight_ok(weight, bias) -> bool:
 
 def product_for(rows: int, weight: torch.Tensor, bias: torch.Tensor | None = None):
     """For a no-grad loop that multiplies `rows` rows by `weight` again and again (a decode step):
-    `fn(x, weight, bias)`, the faster here of F.linear and oneDNN's product (no autograd), timed
-    once per (rows, shape) on random rows and the real weight. F.linear when not `enabled()`."""
+    `fn(x, weight, bias)`, oneDNN's product (no autograd) where it beats F.linear by MIN_SPEEDUP
+    here, else F.linear, timed once per (rows, shape) on random rows and the real weight.
+    F.linear when not `enabled()`."""
     if not enabled() or not _weight_ok(weight, bias) or rows < 1:
         return F.linear
     key = (rows, weight.size(1), weight.size(0), bias is not None)
@@ -201,8 +209,11 @@ def product_for(rows: int, weight: torch.Tensor, bias: torch.Tensor | None = Non
             g = torch.Generator().manual_seed(0)
             x = torch.randn(rows, weight.size(1), generator=g)  # (M, K)
             with torch.no_grad():
-                mkl, onednn = _best_times(_state["op"], x, weight, bias)
-            _choices[key] = onednn < mkl
+                mkl, onednn = _times(_state["op"], x, weight, bias)
+            # The same margin as the training products': a decode whose products are all
+            # F.linear runs its layers in TorchScript (decode_script.py), which a few percent on
+            # one product does not pay for.
+            _choices[key] = mkl >= MIN_SPEEDUP * onednn
     return _product if _choices[key] else F.linear
 
 

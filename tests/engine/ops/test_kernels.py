@@ -157,7 +157,7 @@ def test_decode_products_take_the_faster_kernel_per_shape(decided, monkeypatch):
         timed.append(tuple(x.shape) + tuple(weight.shape))
         return (1.0, 2.0) if weight.size(0) == 8 else (2.0, 1.0)  # (MKL, oneDNN) seconds
 
-    monkeypatch.setattr(kernels, "_best_times", times)
+    monkeypatch.setattr(kernels, "_times", times)
     monkeypatch.setattr(kernels, "_faster", lambda op: True)
     small, large = torch.randn(8, 16), torch.randn(64, 16)
     assert kernels.product_for(32, small) is F.linear  # MKL faster for this shape
@@ -167,6 +167,47 @@ def test_decode_products_take_the_faster_kernel_per_shape(decided, monkeypatch):
     assert kernels.product_for(32, small.double()) is F.linear  # not float32: never timed
     x = torch.randn(32, 1, 16)  # (N, 1, K), as a decode step
     assert torch.allclose(kernels._product(x, large, None), F.linear(x, large), atol=1e-5)
+
+
+def test_a_decode_product_needs_the_same_margin_as_training_products(decided, monkeypatch):
+    """oneDNN a few percent faster on one shape is not worth leaving F.linear: a decode whose
+    products are all F.linear runs its layers in TorchScript, which pays more."""
+    speedups = {8: 1.10, 16: 1.20}  # oneDNN's speed-up per output width
+
+    def times(op, x, weight, bias=None):
+        return speedups[weight.size(0)], 1.0  # (MKL, oneDNN) seconds
+
+    monkeypatch.setattr(kernels, "_times", times)
+    monkeypatch.setattr(kernels, "_faster", lambda op: True)
+    assert kernels.MIN_SPEEDUP == 1.15
+    assert kernels.product_for(32, torch.randn(8, 16)) is F.linear
+    assert kernels.product_for(32, torch.randn(16, 16)) is kernels._product
+
+
+def test_times_are_medians_so_one_lucky_run_does_not_decide(monkeypatch):
+    """A best-of-five timing let one lucky run pick oneDNN; the median of the runs does not move
+    for one outlier. Here the 'oneDNN' op is F.linear itself plus one very fast run."""
+    calls = []
+
+    def op(x, weight, bias, *rest):
+        calls.append(1)
+        return F.linear(x, weight, bias)
+
+    clock = iter(range(1000))
+    fake = {"now": 0.0}
+
+    def perf_counter():  # each timed run takes 1 s, but oneDNN's third takes 0.01 s
+        tick = next(clock)
+        if tick % 2 == 0:
+            return fake["now"]
+        run = tick // 2  # 0: MKL warm-up, 1: oneDNN warm-up, 2: MKL, 3: oneDNN, ...
+        fake["now"] += 0.01 if run == 7 else 1.0
+        return fake["now"]
+
+    monkeypatch.setattr(kernels.time, "perf_counter", perf_counter)
+    mkl, onednn = kernels._times(op, torch.randn(4, 8), torch.randn(3, 8), rounds=5)
+    assert (mkl, onednn) == (pytest.approx(1.0), pytest.approx(1.0))
+    assert len(calls) == 6  # a warm-up and five timed runs
 
 
 def test_timing_a_decode_product_leaves_the_global_random_stream_alone(decided, monkeypatch):
