@@ -7,9 +7,11 @@ arithmetic, rounded differently (within 3e-6 of a float64 result relative to the
 scale; MKL within 1e-6). `fast_linear()` routes `F.linear` to `onednn_linear` (forward and
 backward in oneDNN) for float32 CPU tensors of at least MIN_ROWS rows, inside its `with` block
 and only when `enabled()`: oneDNN is present, gives F.linear's result on a check and beats MKL
-on a short timing at first use (medians of interleaved runs: a best-of-five timing flipped from
-process to process on a 2-core AMD EPYC where oneDNN is only ~10 % faster per product, and the
-runs that picked it were slower, bench/README.md "Session 17"). A decode step's few-row
+on a short timing at first use by a clear margin (MIN_SPEEDUP, on medians of interleaved runs).
+On a 2-core AMD EPYC whose MKL is fast, oneDNN was 1.1-1.25x faster per product alone, a
+best-of-five timing against a 1.15x margin picked it in some processes and not in others, and the
+runs that picked it were slower (`vs_trl.py --quick` 1.50-1.52x TRL against 1.71-1.83x with
+oneDNN off, alternated; bench/README.md, "Session 17"). A decode step's few-row
 products, where oneDNN's fixed cost per call can lose, ask `product_for`, timed once per shape
 and held to the same margin. Checkpointed layers recompute under the
 routing their forward had (`checkpoint_contexts`). The price, heap fragmentation when row
@@ -34,7 +36,10 @@ from grpo_desktop.engine.ops import bf16_products
 from grpo_desktop.engine.ops.linear_mode import LinearMode
 
 ENV = "GRPO_DESKTOP_ONEDNN"
-MIN_SPEEDUP = 1.15  # oneDNN must be this much faster than MKL on the timing to be used
+# oneDNN must be this much faster than MKL on the timing to be used: where MKL runs its AVX2 code
+# on an AVX-512 CPU oneDNN's products take half the time; where MKL is already fast they are
+# 1.1-1.25x faster alone and whole passes gain nothing from the routing (bench/README.md).
+MIN_SPEEDUP = 1.5
 MIN_ROWS = 64  # fast_linear leaves products of fewer rows to F.linear (per-call cost decides)
 _state: dict[str, object] = {}
 _choices: dict[tuple, bool] = {}  # (rows, K, N, bias) -> oneDNN is the faster product
