@@ -1,21 +1,21 @@
 """Float32 linear layers on the CPU through oneDNN when that is the faster library on this machine.
 
 A float32 `nn.Linear` on the CPU runs MKL's sgemm, which picks its code path by CPU vendor: on
-AMD processors its AVX2 kernels, even where AVX-512 runs at full width; oneDNN, which PyTorch
-also ships, uses AVX-512 there (bench/README.md, "Where the speed comes from"). Same float32
-arithmetic, rounded differently (within 3e-6 of a float64 result relative to the output's
-scale; MKL within 1e-6). `fast_linear()` routes `F.linear` to `onednn_linear` (forward and
-backward in oneDNN) for float32 CPU tensors of at least MIN_ROWS rows, inside its `with` block
-and only when `enabled()`: oneDNN is present, gives F.linear's result on a check and beats MKL
-on a short timing at first use by a clear margin (MIN_SPEEDUP, on medians of interleaved runs).
-On a 2-core AMD EPYC whose MKL is fast, oneDNN was 1.1-1.25x faster per product alone, a
-best-of-five timing against a 1.15x margin picked it in some processes and not in others, and the
-runs that picked it were slower (`vs_trl.py --quick` 1.50-1.52x TRL against 1.71-1.83x with
-oneDNN off, alternated; bench/README.md, "Session 17"). A decode step's few-row
-products, where oneDNN's fixed cost per call can lose, ask `product_for`, timed once per shape
-and held to the same margin. Checkpointed layers recompute under the
-routing their forward had (`checkpoint_contexts`). The price, heap fragmentation when row
-counts vary, is accepted. GRPO_DESKTOP_ONEDNN=0 switches oneDNN off, =1 skips the timings.
+some AMD processors its AVX2 kernels, even where AVX-512 runs at full width; oneDNN, which
+PyTorch also ships, uses AVX-512 there (bench/README.md, "Where the speed comes from"). Same
+float32 arithmetic, rounded differently (within 3e-6 of a float64 result relative to the
+output's scale; MKL within 1e-6). `fast_linear()` routes `F.linear` to `onednn_linear` (forward
+and backward in oneDNN) for float32 CPU tensors of at least MIN_ROWS rows, inside its `with`
+block and only when `enabled()`: oneDNN is present, gives F.linear's result on a check and beats
+MKL on a short timing at first use by a clear margin (MIN_SPEEDUP, on medians of interleaved
+runs). On a 2-core AMD EPYC whose MKL is fast, oneDNN was 1.1-1.25x faster per product alone, a
+best-of-five timing against a 1.15x margin picked it in some processes and not in others, and
+the runs that picked it were slower (`vs_trl.py --quick` 1.50-1.52x TRL against 1.71-1.83x with
+oneDNN off, alternated; bench/README.md, "Session 17"). A decode step's few-row products, where
+oneDNN's fixed cost per call can lose, ask `product_for`, timed once per shape and held to the
+same margin. Checkpointed layers recompute under the routing their forward had
+(`checkpoint_contexts`). The price, heap fragmentation when row counts vary, is accepted.
+GRPO_DESKTOP_ONEDNN=0 switches oneDNN off, =1 skips the timings.
 
 Try it: python -c "from grpo_desktop.engine.ops import kernels; print(kernels.describe())"
 """
