@@ -8,12 +8,12 @@ Both sides train the shipped demo model (full fine-tuning) on the demo's task wi
 settings: ours is `grpo-desktop train` on the demo config, TRL is the TRL project the app exports
 from the same config (`grpo-desktop export --format trl`, its `train.py`: the same model, data,
 G, B, lengths, learning rate, β, loss, checkpoint every 10 steps), each in its own process, ours
-first, then TRL, then ours again (below), per seed. Ours runs without its in-run evaluation (`eval_every` 0), since the
-TRL project has none; both are then scored by the same command, `grpo-desktop eval OUT --n 200
---seed 7 --no-sample` (greedy, 200 held-out problems). Printed per seed and side: wall seconds of
-the training process (loading included), its training seconds (ours: the steps' own
-`step_time`; TRL: its `train_runtime`), seconds per step and held-out accuracy; then the ratios
-TRL ÷ ours per seed. The last line is one JSON object. CPU only; say the host and load when you
+first, then TRL, then ours again (below), per seed. Ours runs without its in-run evaluation
+(`eval_every` 0), since the TRL project has none; both are then scored by the same command,
+`grpo-desktop eval OUT --n 200 --seed 7 --no-sample` (greedy, 200 held-out problems). Printed
+per seed and side: wall seconds of the training process (loading included), its training
+seconds (ours: the steps' own `step_time`; TRL: its `train_runtime`), seconds per step and
+held-out accuracy; then the ratios TRL ÷ ours per seed. The last line is one JSON object. CPU only; say the host and load when you
 report it.
 
 A shared 2-core host can change speed by half within minutes (bench/README.md, `demo_race.py`),
@@ -172,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['wall_ratio']:.2f}", flush=True)  # fmt: skip
         if not args.no_curve:
             reached = reach(a["curve"], b["accuracy"])
-            rows[-1]["ours_reach_s"] = reached
-            rows[-1]["reach_ratio"] = None if reached is None else reached / b["train_s"]
+            row["ours_reach_s"] = reached
+            row["reach_ratio"] = None if reached is None else reached / b["train_s"]
             shown = ", ".join(f"{p['step']}: {p['accuracy']:.1%}" for p in a["curve"])
             when = "never" if reached is None else f"after {reached:.0f} s"
             print(f"seed {seed} ours by step: {shown}; reached TRL's {b['accuracy']:.1%} {when} "
