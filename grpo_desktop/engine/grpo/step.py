@@ -205,6 +205,16 @@ def _nan_stats(values: list) -> tuple[float, float]:
     return mean, math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs))
 
 
+def _used_columns(prompt_mask: torch.Tensor, completion_mask: torch.Tensor) -> tuple[int, int]:
+    """(first prompt column any row uses, completion columns up to the longest row's end) of
+    left-padded prompts (K, P) and right-padded completions (K, C); (P - 1, 1) for no rows."""
+    used = torch.nonzero(prompt_mask.sum(dim=0)).flatten()
+    first = int(used[0]) if used.numel() else prompt_mask.size(1) - 1
+    rows = completion_mask.size(0)
+    width = max(1, int(completion_mask.sum(dim=1).max())) if rows else 1
+    return first, width
+
+
 @dataclass
 class _Batch:
     """The step's N rows as the log-prob passes and the loss read them, a slice at a time."""
@@ -231,9 +241,7 @@ class _Batch:
         c = self.completions
         prompt_mask = c.prompt_mask[index]  # (K, P)
         completion_mask = c.completion_mask[index]  # (K, C)
-        used = torch.nonzero(prompt_mask.sum(dim=0)).flatten()
-        first = int(used[0]) if used.numel() else prompt_mask.size(1) - 1
-        width = max(1, int(completion_mask.sum(dim=1).max())) if index.numel() else 1
+        first, width = _used_columns(prompt_mask, completion_mask)
         comps = Completions(
             c.prompt_ids[index, first:],  # (K, P')
             prompt_mask[:, first:],  # (K, P')
@@ -257,17 +265,32 @@ class _Batch:
         )
 
     def token_logps(self, model, s: slice, with_entropy: bool = False):
-        """Log-probs of rows `s` under `model`, and their entropies when asked: (mb, C) each."""
+        """Log-probs of rows `s` under `model`, and their entropies when asked: (mb, C) each.
+
+        The pass reads only the columns these rows use: prompt padding that all of them have on
+        the left and completion padding that all of them have on the right are cut off first
+        (a micro-batch whose answers all ended early pays for its own length, not the step's
+        longest), and the results are padded back to C with zeros (the log-probs of masked
+        tokens). Causal attention never reads a later column and positions follow the mask, so
+        every kept token's log-prob is the one the whole width gives."""
         c = self.completions
-        return token_logps(
+        prompt_mask, completion_mask = c.prompt_mask[s], c.completion_mask[s]  # (mb, P), (mb, C)
+        C = completion_mask.size(1)
+        first, width = _used_columns(prompt_mask, completion_mask)
+        logps, entropy = token_logps(
             model,
-            c.prompt_ids[s],  # (mb, P)
-            c.prompt_mask[s],  # (mb, P)
-            c.completion_ids[s],  # (mb, C)
-            c.completion_mask[s],  # (mb, C)
+            c.prompt_ids[s, first:],  # (mb, P')
+            prompt_mask[:, first:],  # (mb, P')
+            c.completion_ids[s, :width],  # (mb, C')
+            completion_mask[:, :width],  # (mb, C')
             self.temperature,
             with_entropy=with_entropy,
-        )
+        )  # (mb, C') each
+        if width < C:
+            logps = torch.nn.functional.pad(logps, (0, C - width))  # (mb, C)
+            if entropy is not None:
+                entropy = torch.nn.functional.pad(entropy, (0, C - width))  # (mb, C)
+        return logps, entropy
 
 
 @dataclass

@@ -194,6 +194,65 @@ def test_rows_without_advantage_are_left_out_of_the_update_with_the_same_gradien
         assert torch.allclose(g, m, atol=1e-5 * scale, rtol=1e-4)
 
 
+@pytest.mark.parametrize("loss_type, beta", [("grpo", 0.0), ("dapo", 0.0), ("dr_grpo", 0.04)])
+def test_each_micro_batch_reads_only_its_own_columns_with_the_same_gradient(
+    micro_model_dir, loss_type, beta, monkeypatch
+):
+    # Issue 28 (SmolLM2: one answer of 64 tokens made every group's pass 64 wide while most
+    # ended near 25): a micro-batch's pass cuts the completion padding all its rows share (and
+    # the prompt padding on the left), so a group of short answers pays for its own length.
+    # The loss, the entropy and the gradient stay what one full-width pass over all rows gives.
+    from grpo_desktop.engine.grpo import step as step_module
+
+    cfg = _cfg(micro_model_dir, max_completion_length=12, loss_type=loss_type, beta=beta)
+    cfg = cfg.replace(algorithm={"micro_batch_size": 4})  # one group per pass
+    policy = load_policy(cfg)
+    rewards = RewardSet(cfg.rewards)
+    widths = []
+    real = step_module.token_logps
+
+    def recording(model, prompt_ids, prompt_mask, completion_ids, completion_mask, *a, **k):
+        longest = int(completion_mask.sum(dim=1).max())  # the longest of these rows' answers
+        widths.append((torch.is_grad_enabled(), completion_ids.size(1), longest))
+        return real(model, prompt_ids, prompt_mask, completion_ids, completion_mask, *a, **k)
+
+    monkeypatch.setattr(step_module, "token_logps", recording)
+    try:
+        torch.manual_seed(4)
+        examples = [Example(f"What is {i} × 1?", str(i)) for i in (11, 12, 13, 14)]
+        groups = sample_groups(policy, examples, cfg, rewards)
+        c = groups.completions
+        C = c.completion_ids.size(1)
+        assert C == 12  # a random model runs (nearly) every row to the limit
+        # Group 0's answers end after 3 tokens, group 1's after 3 to 6, as if they had met EOS;
+        # one answer each of groups 2 and 3 runs to the limit.
+        c.completion_mask[0:4, 3:] = 0
+        for row, end in zip(range(4, 8), (3, 6, 4, 5)):
+            c.completion_mask[row, end:] = 0
+        c.completion_mask[[8, 12]] = 1
+        loss, entropy, grads = _reference_update(policy, groups, cfg)
+        opt = torch.optim.SGD(policy.trainable_parameters(), lr=1.0)
+        before = [p.detach().clone() for p in policy.trainable_parameters()]
+        widths.clear()
+        out = grpo_step(policy, opt, make_scheduler(opt, cfg), groups, cfg)
+    finally:
+        rewards.close()
+    # Every pass is as wide as its longest answer, no wider (rows of flat groups are left out
+    # of the update, so a pass may hold rows of two groups); group 0's pass is 3 wide.
+    assert widths and all(width == longest for _, width, longest in widths)
+    graded = [w for grad, w, _ in widths if grad]
+    assert graded[0] == 3 and sum(graded) < 12 * len(graded)
+    if beta > 0:  # the reference's pass (no gradient) over every row, one group at a time
+        assert [w for grad, w, _ in widths if not grad] == [3, 6, 12, 12]
+    assert out.metrics["loss"] == pytest.approx(loss, rel=1e-5, abs=1e-7)
+    assert out.metrics["entropy"] == pytest.approx(entropy, rel=1e-5)
+    moved = [b - a for a, b in zip(policy.trainable_parameters(), before)]  # lr 1: the gradient
+    scale = max(float(g.abs().max()) for g in grads)
+    assert scale > 0
+    for g, m in zip(grads, moved):
+        assert torch.allclose(g, m, atol=1e-5 * scale, rtol=1e-4)
+
+
 def test_a_step_where_no_row_teaches_still_steps_the_optimizer_with_a_zero_gradient(
     micro_model_dir,
 ):
