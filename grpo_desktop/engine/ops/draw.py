@@ -28,9 +28,15 @@ class DivergedError(UserError):
     """The model's next-token probabilities are NaN or infinite."""
 
 
-def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+def draw(
+    probs: torch.Tensor,
+    generator: torch.Generator | None = None,
+    rows: tuple[torch.Tensor, int] | None = None,
+) -> torch.Tensor:
     """One index per row (N,) drawn with probability probs[i, j] / probs[i].sum() from
-    non-negative probs (N, V); the rows need not sum to 1."""
+    non-negative probs (N, V); the rows need not sum to 1. `rows` (indices (N,), M): these are
+    those rows of a batch of M, and each gets the random number it would have got in the whole
+    batch, so a sampler that dropped its finished rows draws the same tokens for the others."""
     mass, cdf = _blocks(probs)
     total = cdf[:, -1:]  # (N, 1)
     if not bool((torch.isfinite(total) & (total > 0)).all()):
@@ -39,8 +45,10 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch
             "no token can be sampled: training has diverged. Lower the learning rate (or raise "
             "the KL weight β) and resume from an earlier checkpoint, or start again."
         )
-    N = probs.size(0)
+    N = probs.size(0) if rows is None else rows[1]
     u = torch.rand(N, 1, dtype=torch.float64, device=probs.device, generator=generator)  # (N, 1)
+    if rows is not None:
+        u = u.index_select(0, rows[0])  # (K, 1) the kept rows' numbers
     if probs.size(1) <= BLOCK:
         return _invert_one_block(probs, mass, u)
     return _invert(probs, mass, cdf, u)

@@ -271,6 +271,17 @@ class LeanDecoder:
             self.blocked = full
         self.length = self.prompt = P
 
+    def keep(self, rows: torch.Tensor) -> None:
+        """Go on with only the rows `rows` (K,) of the current ones (after start()): their keys,
+        values, rotary angles and mask are kept, the others' dropped (rows that ended cost
+        nothing more). Each kept row's numbers are unchanged; later steps take K rows."""
+        for buffers in (self.keys, self.values):  # the lists the script's arguments hold
+            for i, t in enumerate(buffers):
+                buffers[i] = t.index_select(0, rows)  # (K, ...)
+        self.cos, self.sin = self.cos.index_select(0, rows), self.sin.index_select(0, rows)
+        if self.blocked is not None:
+            self.blocked = self.blocked.index_select(0, rows)  # (K, 1, 1, capacity)
+
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """The next token's logits (N, V) after feeding `tokens` (N,) (after start())."""
         t = self.length - self.prompt  # this token's index among the new ones

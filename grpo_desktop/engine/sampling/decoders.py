@@ -56,6 +56,11 @@ class Decoder:
     def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def keep(self, rows: torch.Tensor) -> bool:
+        """Go on decoding only rows `rows` (K,) of the current ones, if this path can drop rows
+        (True); False: it goes on with all of them."""
+        return False
+
     def close(self) -> None:
         """Nothing to free unless a path says so."""
 
@@ -107,6 +112,10 @@ class LeanDecode(Decoder):
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return self.lean.step(tokens)  # (N, V)
+
+    def keep(self, rows: torch.Tensor) -> bool:
+        self.lean.keep(rows)
+        return True
 
 
 class StaticDecode(Decoder):

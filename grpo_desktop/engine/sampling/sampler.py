@@ -41,6 +41,7 @@ from grpo_desktop.engine.sampling.decoders import (
     out_cache,
 )
 
+DROP_SHARE = 0.25  # a CPU decode drops its ended rows once this share of its live rows ended
 SYNC_EVERY_CUDA = 8  # check "all rows finished" every k tokens on GPU (each check is a sync)
 LEAN_DECODE = True  # Llama-family models on the CPU decode with decode.py (False: the forward)
 # Where the fixed-shape step of decode_static.py (CUDA graphs on CUDA) decodes: "cuda", "always"
@@ -105,34 +106,45 @@ def sample_tokens(
     trim = DecodeTrim(device.type, logits.numel() * 4)
     # On the CPU, one thread or all, whichever steps faster (decode_threads.py: the same tokens).
     threads = DecodeThreads(device, max_new_tokens)
+    live = _LiveRows(N)  # which rows the decoder still steps (finished ones dropped)
     try:
         for t in range(max_new_tokens):  # logits: the prefill's, then each step's
-            logits = logits.float()  # (N, V)
+            logits = logits.float()  # (K, V) of the K rows still stepped
             # The entropy before EOS is held back: from the draw's own softmax when that is the
             # whole distribution at the temperature, else worked out on its own.
             shared = entropies is not None and not greedy and top_p >= 1.0 and t >= min_new_tokens
-            if entropies is not None and not shared:
-                entropies[:, t] = sampling_entropy(logits, temperature)
+            entropy_now = None
+            if entropies is not None:
+                entropy_now = live.column(entropies, t)  # (K,) written back by live.put
+                if not shared:
+                    entropy_now.copy_(sampling_entropy(logits, temperature))
             if t < min_new_tokens:
                 logits[:, stops] = float("-inf")
             nxt = _next_tokens(
-                logits, greedy, temperature, top_p, entropies[:, t] if shared else None
-            )  # (N,)
-            nxt = nxt.masked_fill(finished, pad_id)  # (N,) finished rows get padding
-            tokens[:, t] = nxt
+                logits, greedy, temperature, top_p, entropy_now if shared else None, live.draws
+            )  # (K,)
+            nxt = nxt.masked_fill(finished, pad_id)  # (K,) finished rows get padding
+            live.put(tokens, t, nxt)
+            if entropy_now is not None:
+                live.put(entropies, t, entropy_now)
             sampled = t + 1
             finished |= torch.isin(nxt, stops)
             trim.tick(t)
-            if on_token is not None and on_token(t, nxt) is False:
+            if on_token is not None and on_token(t, tokens[:, t]) is False:
                 break  # a cancel: the rows end where they are
             if t == max_new_tokens - 1:
                 break
             if (device.type != "cuda" or t % SYNC_EVERY_CUDA == 0) and bool(finished.all()):
                 break  # every row ended (on CUDA looked at every SYNC_EVERY_CUDA tokens)
+            if device.type != "cuda" and live.worth_dropping(finished):
+                kept = torch.nonzero(~finished).flatten()  # (K',) of the K rows
+                if decoder.keep(kept):
+                    live.keep(kept)
+                    finished, nxt, positions = finished[kept], nxt[kept], positions[kept]
             threads.before(t)
-            logits, seconds = timed(decoder.step, nxt, positions)  # (N, V) of the next token
+            logits, seconds = timed(decoder.step, nxt, positions)  # (K, V) of the next token
             threads.after(t, seconds)
-            positions = positions + 1  # (N, 1)
+            positions = positions + 1  # (K, 1)
     finally:
         logits = None  # may be the graph's output, in its memory pool
         decoder.close()  # a graph's pool goes back to the driver for the training pass
@@ -150,11 +162,12 @@ def _next_tokens(
     temperature: float,
     top_p: float,
     entropy: torch.Tensor | None = None,
+    rows: tuple[torch.Tensor, int] | None = None,
 ):
     """One token per row (N,) from float32 logits (N, V): the most likely one when `greedy`,
     else a draw from the softmax of logits / temperature, cut to its top-p nucleus. `entropy`
     (N,), when given, receives that softmax's entropy (only with top_p 1: the whole
-    distribution)."""
+    distribution). `rows`: which rows of the sampler's whole batch these are (draw.py's)."""
     if greedy:
         return logits.argmax(dim=-1)  # (N,)
     if temperature != 1.0:  # dividing by 1 changes no bit: one operation per token spared
@@ -164,16 +177,52 @@ def _next_tokens(
     probs = torch.softmax(logits, dim=-1)  # (N, V)
     if entropy is not None:
         torch.sum(torch.special.entr(probs), dim=-1, out=entropy)  # (N,) −Σ p log p
-    return _draw(probs)  # (N,)
+    return _draw(probs, rows)  # (N,)
 
 
-def _draw(probs: torch.Tensor) -> torch.Tensor:
+def _draw(probs: torch.Tensor, rows: tuple[torch.Tensor, int] | None = None) -> torch.Tensor:
     """One token per row (N,) from probs (N, V): engine/ops/draw.py's two-level inverse CDF on the
     CPU (torch.multinomial there costs more than the output layer at a 150k vocabulary),
-    multinomial's GPU kernel on CUDA."""
+    multinomial's GPU kernel on CUDA (whose decoders keep every row: `rows` is None there)."""
     if probs.device.type == "cuda":
         return torch.multinomial(probs, 1).squeeze(1)
-    return draw(probs)
+    return draw(probs, rows=rows)
+
+
+class _LiveRows:
+    """The rows a CPU decode still steps. Once DROP_SHARE of them have ended, the decoder (where
+    it can: decoders.py's `keep`) goes on with the others only, so a step costs what its live
+    rows need; the ended ones only get padding from then on. Each kept row keeps its numbers,
+    and its draws the random numbers of the whole batch (draw.py), so it samples the tokens it
+    would have sampled beside the others."""
+
+    def __init__(self, N: int) -> None:
+        self.N = N
+        self.index: torch.Tensor | None = None  # (K,) the live rows' indices; None: all N
+
+    @property
+    def draws(self) -> tuple[torch.Tensor, int] | None:
+        return None if self.index is None else (self.index, self.N)
+
+    def column(self, buffer: torch.Tensor, t: int) -> torch.Tensor:
+        """Column t of an (N, C) buffer for the live rows (K,): a view while all N are live."""
+        return buffer[:, t] if self.index is None else buffer[self.index, t]
+
+    def put(self, buffer: torch.Tensor, t: int, values: torch.Tensor) -> None:
+        """Column t of `buffer` (N, C) gets `values` (K,) in the live rows."""
+        if self.index is None:
+            buffer[:, t] = values
+        else:
+            buffer[self.index, t] = values
+
+    def worth_dropping(self, finished: torch.Tensor) -> bool:
+        """Whether enough of the K live rows have ended (finished (K,)) to drop them now."""
+        ended = int(finished.sum())
+        return ended > 0 and ended >= DROP_SHARE * finished.numel()
+
+    def keep(self, kept: torch.Tensor) -> None:
+        """Only rows `kept` (K',) of the K live ones stay live."""
+        self.index = kept if self.index is None else self.index.index_select(0, kept)
 
 
 def _decoder(model, cache, attention, positions, max_new_tokens: int) -> Decoder:

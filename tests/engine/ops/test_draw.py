@@ -142,3 +142,16 @@ def test_a_one_block_vocabulary_draws_the_same_tokens_as_the_two_level_search():
         u = torch.rand(N, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(trial))
         assert torch.equal(fast, module._invert(probs, mass, cdf, u)), (trial, V, N)
         assert bool((probs.gather(1, fast.unsqueeze(1)) > 0).all())  # never a masked token
+
+
+@pytest.mark.parametrize("V", [107, 3000])
+def test_some_rows_of_a_batch_draw_what_they_would_have_drawn_in_it(V):
+    # The sampler drops rows that ended (sampler._LiveRows): the others, drawn alone, must get
+    # the random numbers and so the tokens they would have got beside them.
+    probs = torch.rand(12, V, generator=torch.Generator().manual_seed(1)) ** 4  # (12, V)
+    whole = draw(probs, torch.Generator().manual_seed(5))  # (12,)
+    kept = torch.tensor([1, 4, 5, 11])
+    some = draw(probs[kept], torch.Generator().manual_seed(5), rows=(kept, 12))  # (4,)
+    assert torch.equal(some, whole[kept])
+    alone = draw(probs[kept], torch.Generator().manual_seed(5))  # the first 4 numbers instead
+    assert not torch.equal(alone, whole[kept])
