@@ -8,7 +8,8 @@ scores them. It prefills each distinct prompt once (a group's G rows share it, `
 chooses its decode path once (`_decoder`: decoders.py's lean CPU step, fixed-shape CUDA-graph
 step, or the model's forward) and on the CPU how many threads it runs on (decode_threads.py),
 then per token: that path's step, the draw (engine/ops/draw.py),
-EOS bookkeeping, the stop check. `lora_merged` folds LoRA adapters into their base weights for
+EOS bookkeeping, the stop check; the lean CPU step drops the rows that ended once a quarter of
+the live ones have (`_LiveRows`: the same tokens, tests/engine/sampling/test_live_rows.py). `lora_merged` folds LoRA adapters into their base weights for
 the decode, so each layer runs one matmul instead of three. Models whose forward does not accept
 these arguments (some remote-code models) fall back to `generate` in rollout.py.
 
@@ -136,9 +137,10 @@ def sample_tokens(
                 break
             if (device.type != "cuda" or t % SYNC_EVERY_CUDA == 0) and bool(finished.all()):
                 break  # every row ended (on CUDA looked at every SYNC_EVERY_CUDA tokens)
-            if device.type != "cuda" and live.worth_dropping(finished):
+            if live.droppable and device.type != "cuda" and live.worth_dropping(finished):
                 kept = torch.nonzero(~finished).flatten()  # (K',) of the K rows
-                if decoder.keep(kept):
+                live.droppable = decoder.keep(kept)  # False: this path keeps every row
+                if live.droppable:
                     live.keep(kept)
                     finished, nxt, positions = finished[kept], nxt[kept], positions[kept]
             threads.before(t)
@@ -199,6 +201,7 @@ class _LiveRows:
     def __init__(self, N: int) -> None:
         self.N = N
         self.index: torch.Tensor | None = None  # (K,) the live rows' indices; None: all N
+        self.droppable = True  # until the decoder says it cannot drop rows
 
     @property
     def draws(self) -> tuple[torch.Tensor, int] | None:
