@@ -7,11 +7,12 @@ positions taken from the attention mask so left-padded rows are sampled exactly 
 scores them. It prefills each distinct prompt once (a group's G rows share it, `_prefill`),
 chooses its decode path once (`_decoder`: decoders.py's lean CPU step, fixed-shape CUDA-graph
 step, or the model's forward) and on the CPU how many threads it runs on (decode_threads.py),
-then per token: that path's step, the draw (engine/ops/draw.py),
-EOS bookkeeping, the stop check; the lean CPU step drops the rows that ended once a quarter of
-the live ones have (`_LiveRows`: the same tokens, tests/engine/sampling/test_live_rows.py). `lora_merged` folds LoRA adapters into their base weights for
-the decode, so each layer runs one matmul instead of three. Models whose forward does not accept
-these arguments (some remote-code models) fall back to `generate` in rollout.py.
+then per token: that path's step, the draw (engine/ops/draw.py), EOS bookkeeping, the stop
+check; the lean CPU step drops the rows that ended once a quarter of the live ones have
+(`_LiveRows`: the same tokens, tests/engine/sampling/test_live_rows.py). `lora_merged` folds
+LoRA adapters into their base weights for the decode, so each layer runs one matmul instead of
+three. Models whose forward does not accept these arguments (some remote-code models) fall back
+to `generate` in rollout.py.
 
 Try it: tests/engine/sampling/test_sampler.py (the same tokens as `generate` when greedy).
 """
