@@ -117,7 +117,7 @@ def sample_tokens(
             shared = entropies is not None and not greedy and top_p >= 1.0 and t >= min_new_tokens
             entropy_now = None
             if entropies is not None:
-                entropy_now = live.column(entropies, t)  # (K,) written back by live.put
+                entropy_now = live.column(entropies, t)  # (K,) a view until rows are dropped
                 if not shared:
                     entropy_now.copy_(sampling_entropy(logits, temperature))
             if t < min_new_tokens:
@@ -127,7 +127,7 @@ def sample_tokens(
             )  # (K,)
             nxt = nxt.masked_fill(finished, pad_id)  # (K,) finished rows get padding
             live.put(tokens, t, nxt)
-            if entropy_now is not None:
+            if entropy_now is not None and live.index is not None:  # a copy: write it back
                 live.put(entropies, t, entropy_now)
             sampled = t + 1
             finished |= torch.isin(nxt, stops)
