@@ -6,7 +6,8 @@ and turns them into log-probs with `fused_head.head_logps` a chunk of tokens at 
 logits alive at any time are one chunk's (≈64 MiB) in the forward and the backward, whatever the
 batch; all of them would take 74 MiB per 128-token row at Qwen's 151,936-token vocabulary. Rows
 that repeat a prompt (a group's G rows) run it through the decoder once and share its keys and
-values (gradients flow back through the copy). Masked completion positions (after the first
+values (gradients flow back through the copy); where their answers' lengths differ enough, the
+answers then go through packed into one row after it, without padding (packing.py). Masked completion positions (after the first
 EOS) get log-prob 0, entropy 0 and no gradient: the loss never reads them. A model whose logits
 are not `output_embeddings(decoder(x))` (soft-capped or scaled logits; checked once per model)
 is scored through its own forward, a few rows at a time, its logits memory growing with the
@@ -25,6 +26,7 @@ import torch
 from grpo_desktop.engine.ops.bf16_products import bf16_products
 from grpo_desktop.engine.ops.fused_head import head_logps, routing
 from grpo_desktop.engine.sampling.decoders import CACHE, out_cache
+from grpo_desktop.engine.sampling.packing import PackPlan, token_costs
 from grpo_desktop.engine.sampling.sampler import expand_rows, prompt_runs
 
 PLAIN_LOGITS_BUDGET = 2**25  # the plain path: elements of (rows, C, V) logits at once (~128 MB)
@@ -58,18 +60,24 @@ def token_logps(
             model, prompt_ids, completion_ids, attention, position_ids, temperature, with_entropy
         )
     decoder, head = parts
-    with routing(prompt_ids.device):  # float32 CPU products in oneDNN where faster (kernels.py)
-        hidden = None
-        if _can_share_prompts(model):
-            hidden = _hidden_sharing_prompts(
-                decoder, prompt_ids, attention, position_ids, completion_ids
-            )  # (N, C, H) or None
-        if hidden is None:
-            hidden = _hidden_plain(decoder, prompt_ids, completion_ids, attention, position_ids)
     keep = completion_mask > 0  # (N, C)
+    with routing(prompt_ids.device):  # float32 CPU products in oneDNN where faster (kernels.py)
+        kept = hidden = None
+        if _can_share_prompts(model):
+            kept = _kept_hidden_packed(
+                decoder, prompt_ids, attention, position_ids, completion_ids, keep
+            )  # (M, H) or None
+            if kept is None:
+                hidden = _hidden_sharing_prompts(
+                    decoder, prompt_ids, attention, position_ids, completion_ids
+                )  # (N, C, H) or None
+        if kept is None and hidden is None:
+            hidden = _hidden_plain(decoder, prompt_ids, completion_ids, attention, position_ids)
+    if kept is None:
+        kept = hidden[keep]  # (M, H)
     with _autocast_like_forward(model):
         logp, entropy = head_logps(
-            head, hidden[keep], completion_ids[keep], temperature, with_entropy, chunk
+            head, kept, completion_ids[keep], temperature, with_entropy, chunk
         )  # (M,), (M,) | None
     zeros = torch.zeros(keep.shape, dtype=torch.float32, device=keep.device)  # (N, C)
     logps = zeros.index_put((keep,), logp)
@@ -192,6 +200,50 @@ def _hidden_sharing_prompts(decoder, prompt_ids, attention, position_ids, comple
     except TypeError:  # a decoder without position_ids / a cache
         return None
     return torch.cat([head, rest], dim=1)  # (N, C, H)
+
+
+def _kept_hidden_packed(decoder, prompt_ids, attention, position_ids, completion_ids, keep):
+    """The final hidden states (M, H) of the kept completion positions (row-major), each prompt
+    run through the decoder once and its rows' answers packed into one row after it
+    (packing.py). None where packing would not pay, or cannot be done for this decoder."""
+    costs = token_costs(decoder)
+    if costs is None:
+        return None
+    P = prompt_ids.size(1)
+    runs = prompt_runs(prompt_ids, attention[:, :P])
+    if runs is None:
+        return None
+    first, owner = runs  # (U,), (N,)
+    plan = PackPlan.build(keep, first, owner, P, costs)
+    if plan is None:
+        return None
+    U = first.numel()
+    ids, positions = plan.inputs(completion_ids, position_ids[:, P:], U)  # (U, S), (U, S)
+    prompt_mask = attention[first, :P]  # (U, P)
+    implementation = getattr(decoder.config, "_attn_implementation", None) or "eager"
+    dtype = next(p.dtype for p in decoder.parameters() if p.is_floating_point())  # not 4-bit
+    try:
+        out = decoder(
+            input_ids=prompt_ids[first],
+            attention_mask=prompt_mask,
+            position_ids=position_ids[first, :P],
+            use_cache=True,
+        )
+        cache = out_cache(out)
+        if cache is None:
+            return None
+        packed = decoder(
+            input_ids=ids,
+            attention_mask=plan.mask(prompt_mask, implementation, dtype),
+            position_ids=positions,
+            use_cache=True,
+            **{CACHE: cache},
+        ).last_hidden_state  # (U, S, H)
+    except TypeError:  # a decoder without position_ids / a cache
+        return None
+    H = packed.size(-1)
+    ends = out.last_hidden_state[:, -1]  # (U, H): each prompt's last position predicts token 0
+    return torch.cat([ends, packed.reshape(U * plan.S, H)]).index_select(0, plan.source)  # (M, H)
 
 
 def _plain_logps(

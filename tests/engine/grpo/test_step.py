@@ -253,6 +253,55 @@ def test_each_micro_batch_reads_only_its_own_columns_with_the_same_gradient(
         assert torch.allclose(g, m, atol=1e-5 * scale, rtol=1e-4)
 
 
+@pytest.mark.parametrize("loss_type, beta", [("grpo", 0.04), ("dapo", 0.0)])
+def test_packed_passes_give_the_padded_steps_loss_and_gradient(
+    micro_model_dir, loss_type, beta, monkeypatch
+):
+    # A group's answers of uneven length go through the log-prob passes packed into one row
+    # (engine/sampling/packing.py; forced on here, whatever the cost rule says): the step's
+    # loss, entropy and gradient stay those of the padded passes.
+    from grpo_desktop.engine.sampling import logps as logps_module
+    from grpo_desktop.engine.sampling import packing
+
+    cfg = _cfg(micro_model_dir, max_completion_length=12, loss_type=loss_type, beta=beta)
+    policy = load_policy(cfg)
+    rewards = RewardSet(cfg.rewards)
+    packed = []
+    real = logps_module._kept_hidden_packed
+
+    def recording(*args):
+        out = real(*args)
+        packed.append(out is not None)
+        return out
+
+    monkeypatch.setattr(logps_module, "_kept_hidden_packed", recording)
+    try:
+        torch.manual_seed(4)
+        examples = [Example(f"What is {i} × 1?", str(i)) for i in (11, 12, 13, 14)]
+        groups = sample_groups(policy, examples, cfg, rewards)
+        c = groups.completions
+        for row in range(16):  # answers of 1 to 12 tokens, as if they had met EOS
+            c.completion_mask[row, 1 + (row * 5) % 12 :] = 0
+        monkeypatch.setattr(packing, "PACK_BELOW", 0.0)  # never pack: the reference
+        loss, entropy, grads = _reference_update(policy, groups, cfg)
+        assert packed and not any(packed)
+        monkeypatch.setattr(packing, "PACK_BELOW", 100.0)  # always pack
+        packed.clear()
+        opt = torch.optim.SGD(policy.trainable_parameters(), lr=1.0)
+        before = [p.detach().clone() for p in policy.trainable_parameters()]
+        out = grpo_step(policy, opt, make_scheduler(opt, cfg), groups, cfg)
+    finally:
+        rewards.close()
+    assert packed and all(packed)  # every pass (the reference's too at β > 0) packed
+    assert out.metrics["loss"] == pytest.approx(loss, rel=1e-5, abs=1e-7)
+    assert out.metrics["entropy"] == pytest.approx(entropy, rel=1e-5)
+    moved = [b - a for a, b in zip(policy.trainable_parameters(), before)]  # lr 1: the gradient
+    scale = max(float(g.abs().max()) for g in grads)
+    assert scale > 0
+    for g, m in zip(grads, moved):
+        assert torch.allclose(g, m, atol=1e-5 * scale, rtol=1e-4)
+
+
 def test_a_step_where_no_row_teaches_still_steps_the_optimizer_with_a_zero_gradient(
     micro_model_dir,
 ):

@@ -1,0 +1,204 @@
+"""A group's answers packed into one row for the log-prob passes (engine/sampling/packing.py).
+
+Held against the plain computation (the model's own forward over prompt + completion, full
+logits): log-probs, entropies and every gradient within 1e-5, for Llama and Qwen2, full
+fine-tuning and LoRA, sdpa and eager attention, left-padded prompts and answers of 1 to 9
+tokens. The packed route is shown to run (the decoder sees one packed row per prompt), and the
+cost rule to pack SmolLM2's uneven answers and not the demo's even ones.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grpo_desktop.engine.sampling import packing
+from grpo_desktop.engine.sampling.logps import decoder_and_head, token_logps
+from grpo_desktop.engine.sampling.packing import PackPlan, token_costs
+
+
+def _batch(vocab: int, G: int = 4):
+    """Two prompts (the second left-padded by 2), G rows each; answers of uneven length, as
+    sampling leaves them (mask 1 up to and including EOS, 0 after): 9, 2, 5, 1 | 3, 9, 6, 4."""
+    g = torch.Generator().manual_seed(3)
+    prompt = torch.randint(3, min(vocab, 60), (2, 6), generator=g).repeat_interleave(G, 0)
+    prompt_mask = torch.ones_like(prompt)
+    prompt_mask[G:, :2] = 0  # (2G, 6)
+    C = 9
+    completion = torch.randint(3, min(vocab, 60), (2 * G, C), generator=g)  # (2G, 9)
+    lengths = torch.tensor([9, 2, 5, 1, 3, 9, 6, 4][: 2 * G])
+    completion_mask = (torch.arange(C).unsqueeze(0) < lengths.unsqueeze(1)).float()  # (2G, 9)
+    return prompt, prompt_mask, completion, completion_mask
+
+
+def _plain_logps(model, prompt, prompt_mask, completion, completion_mask, temperature):
+    """The reference: the model's own forward over prompt + completion, all of its logits."""
+    P = prompt.size(1)
+    ids = torch.cat([prompt, completion], 1)
+    attention = torch.cat([prompt_mask, completion_mask.long()], 1)
+    positions = (attention.cumsum(1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions).logits
+    z = logits[:, P - 1 : -1].float() / temperature  # (N, C, V)
+    logp_all = torch.log_softmax(z, -1)
+    picked = logp_all.gather(-1, completion.unsqueeze(-1)).squeeze(-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return picked * completion_mask, entropy * completion_mask
+
+
+def _model(kind: str, mode: str, attention: str):
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    shape = dict(
+        vocab_size=97,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+        attn_implementation=attention,
+    )
+    torch.manual_seed(0)
+    if kind == "qwen2":
+        model = Qwen2ForCausalLM(Qwen2Config(**shape))
+    else:
+        model = LlamaForCausalLM(LlamaConfig(**shape))
+    if mode == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(
+            model, LoraConfig(r=4, lora_dropout=0.0, target_modules="all-linear")
+        )
+        with torch.no_grad():  # B = 0 at init would hide A's gradient
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(0, 0.3)
+    return model.train()
+
+
+def _logps_and_grads(model, fn, weights):
+    model.zero_grad(set_to_none=True)
+    logps, entropy = fn()
+    (logps * weights).sum().backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return logps.detach(), entropy, grads
+
+
+def _spy_decoder(monkeypatch, model):
+    """Record the input shapes the decoder is called with (the real decoder runs)."""
+    decoder, _ = decoder_and_head(model)
+    shapes = []
+    inner = decoder.forward
+
+    def forward(*args, **kwargs):
+        shapes.append(tuple(kwargs["input_ids"].shape))
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(decoder, "forward", forward)
+    return shapes
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("mode", ["full", "lora"])
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_packed_passes_equal_the_models_own_logits(monkeypatch, kind, mode, attention):
+    model = _model(kind, mode, attention)
+    batch = _batch(97)
+    weights = torch.randn(batch[3].shape, generator=torch.Generator().manual_seed(2))
+    expected = _logps_and_grads(model, lambda: _plain_logps(model, *batch, 0.7), weights)
+
+    monkeypatch.setattr(packing, "PACK_BELOW", 100.0)  # pack whatever the cost
+    shapes = _spy_decoder(monkeypatch, model)
+    got = _logps_and_grads(
+        model, lambda: token_logps(model, *batch, 0.7, with_entropy=True, chunk=5), weights
+    )
+    # Each prompt once, then its answers packed: 8+1+4+0 = 13 and 2+8+5+3 = 18 input tokens.
+    assert shapes == [(2, 6), (2, 18)]
+    assert torch.allclose(got[0], expected[0], atol=1e-5)
+    assert (got[0][batch[3] == 0] == 0).all()  # masked positions: 0, no gradient
+    assert torch.allclose(got[1], expected[1], atol=1e-5)
+    assert got[2].keys() == expected[2].keys() and len(got[2]) > 0
+    for name, grad in expected[2].items():
+        assert torch.allclose(got[2][name], grad, atol=1e-5), name
+
+
+def test_without_gradients_and_one_group(monkeypatch):
+    """The reference pass (no_grad) of one group, and a group whose answers are all 1 token
+    long (nothing to pack: the prompt's last position scores them all)."""
+    model = _model("llama", "lora", "sdpa").eval()
+    prompt, prompt_mask, completion, completion_mask = (t[:4] for t in _batch(97))
+    monkeypatch.setattr(packing, "PACK_BELOW", 100.0)
+    with torch.no_grad():
+        expected, _ = _plain_logps(model, prompt, prompt_mask, completion, completion_mask, 1.0)
+        got, _ = token_logps(model, prompt, prompt_mask, completion, completion_mask)
+    assert torch.allclose(got, expected, atol=1e-5)
+
+    ones = torch.zeros_like(completion_mask)
+    ones[:, 0] = 1
+    with torch.no_grad():
+        expected, _ = _plain_logps(model, prompt, prompt_mask, completion, ones, 1.0)
+        shapes = _spy_decoder(monkeypatch, model)
+        got, _ = token_logps(model, prompt, prompt_mask, completion, ones)
+    assert torch.allclose(got, expected, atol=1e-5)
+    assert shapes == [(1, 6), (4, 8)]  # nothing to pack (S = 0): the padded route
+
+
+def test_a_mask_with_holes_is_not_packed(monkeypatch):
+    """Packing needs each row's scored positions to be a run from column 0."""
+    model = _model("llama", "full", "sdpa")
+    prompt, prompt_mask, completion, completion_mask = _batch(97)
+    completion_mask[0, 3] = 0  # a hole in row 0
+    monkeypatch.setattr(packing, "PACK_BELOW", 100.0)
+    keep = completion_mask > 0
+    first, owner = torch.tensor([0, 4]), torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+    assert PackPlan.build(keep, first, owner, 6, (1.0, 1.0)) is None
+    with torch.no_grad():
+        expected, _ = _plain_logps(model, prompt, prompt_mask, completion, completion_mask, 1.0)
+        got, _ = token_logps(model, prompt, prompt_mask, completion, completion_mask)
+    assert torch.allclose(got, expected, atol=1e-5)
+
+
+def _one_layer(**shape):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(num_hidden_layers=1, vocab_size=64, **shape)
+    return LlamaForCausalLM(config).model
+
+
+def _keep(lengths: list[int]) -> torch.Tensor:
+    C = max(lengths)
+    return torch.arange(C).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)  # (N, C)
+
+
+def test_the_cost_rule_packs_uneven_answers_and_not_even_ones():
+    """SmolLM2-135M's layer (576 wide, MLP 1536, 9 heads of 64) and one of its groups measured
+    on arithmetic (answers of 8 to 56 tokens, prompt 84): packed. The demo model's layer (192
+    wide, MLP 512, 6 heads) and its answers (110 to 125 tokens, prompt 93): padded."""
+    smol = _one_layer(
+        hidden_size=576, intermediate_size=1536, num_attention_heads=9, num_key_value_heads=3
+    )
+    costs = token_costs(smol)
+    assert costs is not None and costs[1] == 2 * 576
+    one_group = (torch.tensor([0]), torch.zeros(8, dtype=torch.long))
+    plan = PackPlan.build(_keep([56, 26, 18, 30, 12, 40, 22, 8]), *one_group, 84, costs)
+    assert plan is not None and plan.S == 212 - 8
+
+    demo = _one_layer(
+        hidden_size=192, intermediate_size=512, num_attention_heads=6, num_key_value_heads=2
+    )
+    even = _keep([114, 110, 118, 125, 113, 116, 112, 121])
+    assert PackPlan.build(even, *one_group, 93, token_costs(demo)) is None
+    # Beyond MAX_PACKED tokens the mask alone would be too large: padded, whatever the saving.
+    long = _keep([packing.MAX_PACKED, 10, 10, 10, 10, 10, 10, 10])
+    assert PackPlan.build(long, *one_group, 84, costs) is None
+
+
+def test_attention_the_mask_cannot_reach_is_not_packed():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        num_hidden_layers=1, vocab_size=64, hidden_size=32, intermediate_size=64,
+        num_attention_heads=4, num_key_value_heads=2,
+    )  # fmt: skip
+    config._attn_implementation = "flex_attention"
+    assert token_costs(LlamaForCausalLM(config).model) is None
