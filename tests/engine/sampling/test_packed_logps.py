@@ -202,3 +202,34 @@ def test_attention_the_mask_cannot_reach_is_not_packed():
     )  # fmt: skip
     config._attn_implementation = "flex_attention"
     assert token_costs(LlamaForCausalLM(config).model) is None
+
+
+def test_4bit_qlora_packs_with_the_padded_values(monkeypatch, tiny_model_dir):
+    """QLoRA on the CPU (bitsandbytes NF4 layers, LoRA in float32): packed and padded passes
+    give the same log-probs and adapter gradients."""
+    from grpo_desktop.engine.config import TrainConfig
+    from grpo_desktop.engine.models.loading import load_policy
+
+    cfg = TrainConfig().replace(
+        model={"name_or_path": tiny_model_dir}, quantization={"mode": "4bit"}
+    )
+    policy = load_policy(cfg)
+    model = policy.model.train()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)
+    batch = _batch(model.config.vocab_size)
+    weights = torch.randn(batch[3].shape, generator=torch.Generator().manual_seed(5))
+    results = []
+    for below in (0.0, 100.0):  # padded, then packed
+        monkeypatch.setattr(packing, "PACK_BELOW", below)
+        shapes = _spy_decoder(monkeypatch, model)
+        results.append(_logps_and_grads(model, lambda: token_logps(model, *batch), weights))
+        monkeypatch.undo()
+        assert shapes[-1] == ((8, 8) if below == 0.0 else (2, 18))  # rows × columns, or packed
+    (padded, _, padded_grads), (packed, _, packed_grads) = results
+    assert torch.allclose(packed, padded, atol=1e-5)
+    assert padded_grads and padded_grads.keys() == packed_grads.keys()
+    for name, grad in padded_grads.items():
+        assert torch.allclose(packed_grads[name], grad, atol=1e-5), name
