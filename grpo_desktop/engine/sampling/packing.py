@@ -35,7 +35,8 @@ _costs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # decoder -> (p
 def token_costs(decoder) -> tuple[float, float] | None:
     """(multiply-adds per token, multiply-adds per token and attended key) of one decoder layer:
     its parameters (projections and MLP), and 2 × the query width (scores, then values). None
-    when the decoder has no uniform `layers` or attention this module can mask."""
+    when the decoder has no uniform `layers`, or attention this module cannot mask as the model
+    would (an implementation that ignores a given mask, a sliding window)."""
     if decoder in _costs:
         return _costs[decoder]
     config = getattr(decoder, "config", None)
@@ -46,7 +47,11 @@ def token_costs(decoder) -> tuple[float, float] | None:
         hidden = int(getattr(config, "hidden_size", 0) or 0)
         head_dim = int(getattr(config, "head_dim", 0) or (hidden // heads if heads else 0))
         implementation = getattr(config, "_attn_implementation", None) or "eager"
-        if heads and head_dim and implementation in MASKS:
+        # A sliding window (Mistral, Gemma 3) is the model's own mask, which a given one replaces.
+        windowed = bool(getattr(config, "sliding_window", None)) and bool(
+            getattr(config, "use_sliding_window", True)
+        )
+        if heads and head_dim and implementation in MASKS and not windowed:
             per_token = float(sum(p.numel() for p in layers[0].parameters()))
             costs = (per_token, 2.0 * heads * head_dim)
     _costs[decoder] = costs

@@ -204,6 +204,21 @@ def test_attention_the_mask_cannot_reach_is_not_packed():
     assert token_costs(LlamaForCausalLM(config).model) is None
 
 
+def test_a_sliding_window_is_not_packed():
+    """Mistral's window (and Gemma 3's) is part of the model's own mask: not packed. Qwen2
+    names a window but does not use it by default: packed."""
+    from transformers import MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    shape = dict(
+        num_hidden_layers=1, vocab_size=64, hidden_size=32, intermediate_size=64,
+        num_attention_heads=4, num_key_value_heads=2,
+    )  # fmt: skip
+    mistral = MistralForCausalLM(MistralConfig(sliding_window=16, **shape)).model
+    assert token_costs(mistral) is None
+    qwen = Qwen2ForCausalLM(Qwen2Config(sliding_window=16, use_sliding_window=False, **shape))
+    assert token_costs(qwen.model) is not None
+
+
 def test_4bit_qlora_packs_with_the_padded_values(monkeypatch, tiny_model_dir):
     """QLoRA on the CPU (bitsandbytes NF4 layers, LoRA in float32): packed and padded passes
     give the same log-probs and adapter gradients."""
