@@ -218,13 +218,15 @@ def _kept_hidden_packed(
     if runs is None:
         return None
     first, owner = runs  # (U,), (N,)
-    plan = PackPlan.build(keep, first, owner, P, costs, with_prompt=not cached)
+    implementation = getattr(decoder.config, "_attn_implementation", None) or "eager"
+    plan = PackPlan.build(
+        keep, first, owner, P, costs, with_prompt=not cached, scores_kept=implementation == "eager"
+    )
     if plan is None:
         return None
     U = first.numel()
     ids, positions = plan.inputs(completion_ids, position_ids[:, P:], U)  # (U, S), (U, S)
     prompt_mask = attention[first, :P]  # (U, P)
-    implementation = getattr(decoder.config, "_attn_implementation", None) or "eager"
     dtype = next(p.dtype for p in decoder.parameters() if p.is_floating_point())  # not 4-bit
     if not cached:
         try:

@@ -84,12 +84,14 @@ class PackPlan:
         P: int,
         costs: tuple[float, float],
         with_prompt: bool = False,
+        scores_kept: bool = False,
     ) -> PackPlan | None:
         """The plan, or None where packing would not pay or the masks are not runs from column 0.
         Each row's hidden state for column 0 comes from its prompt's last position; for column
         t ≥ 1 from its input token t - 1, so a row of length n puts n - 1 tokens in the pack.
         `with_prompt`: the prompt goes through in the same pass (no key/value cache), in the
-        packed row and, padded, in every row."""
+        packed row and, padded, in every row. `scores_kept`: the attention keeps every score
+        (eager attention), so the packed pass may not hold more of them than the padded one."""
         N, C = keep.shape
         U = first.numel()
         lengths = keep.sum(1)  # (N,)
@@ -106,6 +108,8 @@ class PackPlan:
         padded = N * (ahead + max(C - 1, 0)) * (per_token + per_key * (P + C - 1))
         cost = U * (ahead + S) * (per_token + per_key * (P + S))
         if S == 0 or S > MAX_PACKED or cost >= PACK_BELOW * padded:
+            return None
+        if scores_kept and U * (ahead + S) * (P + S) > N * (ahead + C - 1) * (P + C - 1):
             return None
         before = torch.cumsum(inputs, 0) - inputs  # (N,) packed tokens of all rows above
         start = before - before[first][owner]  # (N,) the row's first slot in its packed row

@@ -193,6 +193,12 @@ def test_the_cost_rule_packs_uneven_answers_and_not_even_ones():
     )
     even = _keep([114, 110, 118, 125, 113, 116, 112, 121])
     assert PackPlan.build(even, *one_group, 93, token_costs(demo)) is None
+    # Eager attention keeps every score: a pack may not hold more of them than the padding.
+    uneven = _keep([56, 26, 18, 30, 12, 40, 22, 8])
+    assert PackPlan.build(uneven, *one_group, 84, costs, scores_kept=True) is not None
+    wide = _keep([56, 50, 48, 50, 52, 40, 54, 8])  # packed 350 × 434 scores, padded 8 × 55 × 139
+    assert PackPlan.build(wide, *one_group, 84, (1e9, 1.0)) is not None
+    assert PackPlan.build(wide, *one_group, 84, (1e9, 1.0), scores_kept=True) is None
     # Beyond MAX_PACKED tokens the mask alone would be too large: padded, whatever the saving.
     long = _keep([packing.MAX_PACKED, 10, 10, 10, 10, 10, 10, 10])
     assert PackPlan.build(long, *one_group, 84, costs) is None
