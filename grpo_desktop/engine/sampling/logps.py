@@ -7,13 +7,14 @@ logits alive at any time are one chunk's (≈64 MiB) in the forward and the back
 batch; all of them would take 74 MiB per 128-token row at Qwen's 151,936-token vocabulary. Rows
 that repeat a prompt (a group's G rows) run it through the decoder once and share its keys and
 values (gradients flow back through the copy); where their answers' lengths differ enough, the
-answers then go through packed into one row after it, without padding (packing.py). Masked completion positions (after the first
-EOS) get log-prob 0, entropy 0 and no gradient: the loss never reads them. A model whose logits
-are not `output_embeddings(decoder(x))` (soft-capped or scaled logits; checked once per model)
-is scored through its own forward, a few rows at a time, its logits memory growing with the
-vocabulary again. Does not sample (rollout.py) or compute losses (grpo/loss.py).
+answers then go through packed into one row after it, without padding (packing.py). Masked
+completion positions (after the first EOS) get log-prob 0, entropy 0 and no gradient: the loss
+never reads them. A model whose logits are not `output_embeddings(decoder(x))` (soft-capped or
+scaled logits; checked once per model) is scored through its own forward, a few rows at a time,
+its logits memory growing with the vocabulary again. Does not sample (rollout.py) or compute
+losses (grpo/loss.py).
 
-Try it: tests/engine/ops/test_fused_logps.py.
+Try it: tests/engine/ops/test_fused_logps.py, tests/engine/sampling/test_packed_logps.py.
 """
 
 from __future__ import annotations
@@ -228,42 +229,37 @@ def _kept_hidden_packed(
     ids, positions = plan.inputs(completion_ids, position_ids[:, P:], U)  # (U, S), (U, S)
     prompt_mask = attention[first, :P]  # (U, P)
     dtype = next(p.dtype for p in decoder.parameters() if p.is_floating_point())  # not 4-bit
-    if not cached:
-        try:
+    try:
+        if cached:
+            out = decoder(
+                input_ids=prompt_ids[first],
+                attention_mask=prompt_mask,
+                position_ids=position_ids[first, :P],
+                use_cache=True,
+            )
+            cache = out_cache(out)
+            if cache is None:
+                return None
+            ends = out.last_hidden_state[:, -1]  # (U, H): the prompt's end predicts token 0
+            packed = decoder(
+                input_ids=ids,
+                attention_mask=plan.mask(prompt_mask, implementation, dtype),
+                position_ids=positions,
+                use_cache=True,
+                **{CACHE: cache},
+            ).last_hidden_state  # (U, S, H)
+        else:
             out = decoder(
                 input_ids=torch.cat([prompt_ids[first], ids], dim=1),  # (U, P + S)
                 attention_mask=plan.mask(prompt_mask, implementation, dtype, with_prompt=True),
                 position_ids=torch.cat([position_ids[first, :P], positions], dim=1),
                 use_cache=False,
             ).last_hidden_state  # (U, P + S, H)
-        except TypeError:  # a decoder without position_ids
-            return None
-        ends, packed = out[:, P - 1], out[:, P:]  # (U, H), (U, S, H)
-        H = packed.size(-1)
-        flat = torch.cat([ends, packed.reshape(U * plan.S, H)])  # (U + U·S, H)
-        return flat.index_select(0, plan.source)  # (M, H)
-    try:
-        out = decoder(
-            input_ids=prompt_ids[first],
-            attention_mask=prompt_mask,
-            position_ids=position_ids[first, :P],
-            use_cache=True,
-        )
-        cache = out_cache(out)
-        if cache is None:
-            return None
-        packed = decoder(
-            input_ids=ids,
-            attention_mask=plan.mask(prompt_mask, implementation, dtype),
-            position_ids=positions,
-            use_cache=True,
-            **{CACHE: cache},
-        ).last_hidden_state  # (U, S, H)
+            ends, packed = out[:, P - 1], out[:, P:]  # (U, H), (U, S, H)
     except TypeError:  # a decoder without position_ids / a cache
         return None
-    H = packed.size(-1)
-    ends = out.last_hidden_state[:, -1]  # (U, H): each prompt's last position predicts token 0
-    return torch.cat([ends, packed.reshape(U * plan.S, H)]).index_select(0, plan.source)  # (M, H)
+    flat = torch.cat([ends, packed.reshape(U * plan.S, -1)])  # (U + U·S, H)
+    return flat.index_select(0, plan.source)  # (M, H)
 
 
 def _plain_logps(
