@@ -49,6 +49,25 @@ def _config(model: str):
     return _real_workers.our_config(run)
 
 
+def step_setup(cfg, step: int):
+    """Print the host line; load the policy, one training step's problems and rewards, and an SGD
+    optimizer at learning rate 0 (every round then trains the same model): what both this bench
+    and packed_passes.py alternate their arms on."""
+    from grpo_desktop.engine.data.dataset import batch_indices, load_data
+    from grpo_desktop.engine.grpo.trainer import make_scheduler
+    from grpo_desktop.engine.models.loading import load_policy
+    from grpo_desktop.engine.rewards.functions import RewardSet
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
+          f"load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+    policy = load_policy(cfg)
+    data = load_data(cfg.data, seed=cfg.run.seed)
+    idx = batch_indices(len(data.train), step - 1, cfg.algorithm.prompts_per_step, cfg.run.seed)
+    optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=0.0)
+    scheduler = make_scheduler(optimizer, cfg)
+    return policy, [data.train[i] for i in idx], RewardSet(cfg.rewards), optimizer, scheduler
+
+
 def _full_width(prompt_mask, completion_mask):
     """Before: every pass reads every column of the step's batch."""
     return 0, completion_mask.size(1)
@@ -61,23 +80,11 @@ def main(argv=None) -> int:
     p.add_argument("--step", type=int, default=1, help="which training step's problems")
     args = p.parse_args(argv)
 
-    from grpo_desktop.engine.data.dataset import batch_indices, load_data
     from grpo_desktop.engine.grpo.step import grpo_step, sample_groups
-    from grpo_desktop.engine.grpo.trainer import make_scheduler
-    from grpo_desktop.engine.models.loading import load_policy
-    from grpo_desktop.engine.rewards.functions import RewardSet
 
     cfg = _config(args.model)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
-          f"load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
-    policy = load_policy(cfg)
-    data = load_data(cfg.data, seed=cfg.run.seed)
     a = cfg.algorithm
-    idx = batch_indices(len(data.train), args.step - 1, a.prompts_per_step, cfg.run.seed)
-    examples = [data.train[i] for i in idx]
-    rewards = RewardSet(cfg.rewards)
-    optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=0.0)
-    scheduler = make_scheduler(optimizer, cfg)
+    policy, examples, rewards, optimizer, scheduler = step_setup(cfg, args.step)
     used_columns, drop_share = step_module._used_columns, sampler.DROP_SHARE
     times = {"generate": {"ours": [], "all rows": []}, "update": {"ours": [], "full width": []}}
     tokens, groups = {}, None

@@ -31,7 +31,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ended_rows import _config  # noqa: E402
+from ended_rows import _config, step_setup  # noqa: E402
 
 from grpo_desktop.engine.sampling import logps as logps_module  # noqa: E402
 from grpo_desktop.engine.sampling import packing  # noqa: E402
@@ -49,25 +49,13 @@ def main(argv=None) -> int:
     )
     args = p.parse_args(argv)
 
-    from grpo_desktop.engine.data.dataset import batch_indices, load_data
     from grpo_desktop.engine.grpo.step import grpo_step, sample_groups
-    from grpo_desktop.engine.grpo.trainer import make_scheduler
-    from grpo_desktop.engine.models.loading import load_policy
-    from grpo_desktop.engine.rewards.functions import RewardSet
 
     cfg = _config(args.model)
     if args.gradient_checkpointing:
         cfg = cfg.replace(model={"gradient_checkpointing": True})
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
-          f"load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
-    policy = load_policy(cfg)
-    data = load_data(cfg.data, seed=cfg.run.seed)
     a = cfg.algorithm
-    idx = batch_indices(len(data.train), args.step - 1, a.prompts_per_step, cfg.run.seed)
-    examples = [data.train[i] for i in idx]
-    rewards = RewardSet(cfg.rewards)
-    optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=0.0)
-    scheduler = make_scheduler(optimizer, cfg)
+    policy, examples, rewards, optimizer, scheduler = step_setup(cfg, args.step)
     torch.manual_seed(cfg.run.seed)
     groups = sample_groups(policy, examples, cfg, rewards)
     rewards.close()

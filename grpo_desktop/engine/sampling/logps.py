@@ -63,14 +63,16 @@ def token_logps(
     decoder, head = parts
     keep = completion_mask > 0  # (N, C)
     with routing(prompt_ids.device):  # float32 CPU products in oneDNN where faster (kernels.py)
-        hidden = None
+        kept = hidden = None
         share = _can_share_prompts(model)
-        kept = _kept_hidden_packed(
-            decoder, prompt_ids, attention, position_ids, completion_ids, keep, cached=share
-        )  # (M, H) or None
-        if kept is None and share:
+        runs = prompt_runs(prompt_ids, prompt_mask)  # rows repeating a prompt, or None
+        if runs is not None:
+            kept = _kept_hidden_packed(
+                decoder, prompt_ids, attention, position_ids, completion_ids, keep, runs, share
+            )  # (M, H) or None
+        if runs is not None and kept is None and share:
             hidden = _hidden_sharing_prompts(
-                decoder, prompt_ids, attention, position_ids, completion_ids
+                decoder, prompt_ids, attention, position_ids, completion_ids, runs
             )  # (N, C, H) or None
         if kept is None and hidden is None:
             hidden = _hidden_plain(decoder, prompt_ids, completion_ids, attention, position_ids)
@@ -168,15 +170,13 @@ def _hidden_plain(decoder, prompt_ids, completion_ids, attention, position_ids) 
     return out.last_hidden_state[:, P - 1 : -1]  # (N, C, H): position t predicts token t
 
 
-def _hidden_sharing_prompts(decoder, prompt_ids, attention, position_ids, completion_ids):
+def _hidden_sharing_prompts(decoder, prompt_ids, attention, position_ids, completion_ids, runs):
     """The same (N, C, H) with each distinct prompt run through the decoder once: its keys and
     values are computed for one row and copied to the others, then only the completion tokens go
     through. Equal to the plain pass up to float rounding, for (P + C) / (P / G + C) times fewer
-    token-passes. None when no prompt repeats or the decoder does not take a cache this way."""
+    token-passes. `runs`: `prompt_runs` of the batch. None when the decoder does not take a
+    cache this way."""
     P, C = prompt_ids.size(1), completion_ids.size(1)
-    runs = prompt_runs(prompt_ids, attention[:, :P])
-    if runs is None:
-        return None
     first, owner = runs  # (U,), (N,)
     try:
         out = decoder(
@@ -204,20 +204,18 @@ def _hidden_sharing_prompts(decoder, prompt_ids, attention, position_ids, comple
 
 
 def _kept_hidden_packed(
-    decoder, prompt_ids, attention, position_ids, completion_ids, keep, cached: bool = True
+    decoder, prompt_ids, attention, position_ids, completion_ids, keep, runs, cached: bool
 ):
     """The final hidden states (M, H) of the kept completion positions (row-major), each prompt
     run through the decoder once and its rows' answers packed into one row after it
-    (packing.py). `cached`: the prompt in a pass of its own, its keys and values kept for the
-    answers' pass; else prompt and answers in one pass (checkpointed layers drop a cache). None
-    where packing would not pay, or cannot be done for this decoder."""
+    (packing.py). `runs`: `prompt_runs` of the batch. `cached`: the prompt in a pass of its own,
+    its keys and values kept for the answers' pass; else prompt and answers in one pass
+    (checkpointed layers drop a cache). None where packing would not pay, or cannot be done for
+    this decoder."""
     costs = token_costs(decoder)
     if costs is None:
         return None
     P = prompt_ids.size(1)
-    runs = prompt_runs(prompt_ids, attention[:, :P])
-    if runs is None:
-        return None
     first, owner = runs  # (U,), (N,)
     implementation = getattr(decoder.config, "_attn_implementation", None) or "eager"
     plan = PackPlan.build(

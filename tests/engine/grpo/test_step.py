@@ -103,6 +103,16 @@ def test_a_right_answer_whose_checker_failed_has_no_reward_and_stays_out_of_its_
     assert metrics["checker_errors"] == 1.0
 
 
+def _assert_step_was_the_gradient(policy, before, grads):
+    """An SGD step at learning rate 1 moved every trainable parameter by its gradient: the
+    step's gradient equals `grads` (the reference's), within float rounding."""
+    moved = [b - a for a, b in zip(policy.trainable_parameters(), before)]
+    scale = max(float(g.abs().max()) for g in grads)
+    assert scale > 0
+    for g, m in zip(grads, moved):
+        assert torch.allclose(g, m, atol=1e-5 * scale, rtol=1e-4)
+
+
 def _reference_update(policy, groups, cfg):
     """The step's loss, entropy and gradients computed the plain way: every row, one pass."""
     from grpo_desktop.engine.grpo.loss import compute_advantages, policy_loss
@@ -186,12 +196,7 @@ def test_rows_without_advantage_are_left_out_of_the_update_with_the_same_gradien
             assert len(quiet) == 8 and all(adv == 0 for adv in quiet)  # measured for the entropy
     assert out.metrics["loss"] == pytest.approx(loss, rel=1e-5, abs=1e-7)
     assert out.metrics["entropy"] == pytest.approx(entropy, rel=1e-5)
-    after = policy.trainable_parameters()
-    moved = [b - a for a, b in zip(after, before)]  # lr 1: the gradient itself
-    scale = max(float(g.abs().max()) for g in grads)
-    assert scale > 0
-    for g, m in zip(grads, moved):
-        assert torch.allclose(g, m, atol=1e-5 * scale, rtol=1e-4)
+    _assert_step_was_the_gradient(policy, before, grads)
 
 
 @pytest.mark.parametrize("loss_type, beta", [("grpo", 0.0), ("dapo", 0.0), ("dr_grpo", 0.04)])
@@ -246,11 +251,7 @@ def test_each_micro_batch_reads_only_its_own_columns_with_the_same_gradient(
         assert [w for grad, w, _ in widths if not grad] == [3, 6, 12, 12]
     assert out.metrics["loss"] == pytest.approx(loss, rel=1e-5, abs=1e-7)
     assert out.metrics["entropy"] == pytest.approx(entropy, rel=1e-5)
-    moved = [b - a for a, b in zip(policy.trainable_parameters(), before)]  # lr 1: the gradient
-    scale = max(float(g.abs().max()) for g in grads)
-    assert scale > 0
-    for g, m in zip(grads, moved):
-        assert torch.allclose(g, m, atol=1e-5 * scale, rtol=1e-4)
+    _assert_step_was_the_gradient(policy, before, grads)
 
 
 @pytest.mark.parametrize("loss_type, beta", [("grpo", 0.04), ("dapo", 0.0)])
@@ -295,11 +296,7 @@ def test_packed_passes_give_the_padded_steps_loss_and_gradient(
     assert packed and all(packed)  # every pass (the reference's too at β > 0) packed
     assert out.metrics["loss"] == pytest.approx(loss, rel=1e-5, abs=1e-7)
     assert out.metrics["entropy"] == pytest.approx(entropy, rel=1e-5)
-    moved = [b - a for a, b in zip(policy.trainable_parameters(), before)]  # lr 1: the gradient
-    scale = max(float(g.abs().max()) for g in grads)
-    assert scale > 0
-    for g, m in zip(grads, moved):
-        assert torch.allclose(g, m, atol=1e-5 * scale, rtol=1e-4)
+    _assert_step_was_the_gradient(policy, before, grads)
 
 
 def test_a_step_where_no_row_teaches_still_steps_the_optimizer_with_a_zero_gradient(

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from grpo_desktop.engine.ops.fused_head import chunk_tokens, head_logps
 from grpo_desktop.engine.sampling import logps as logps_module
 from grpo_desktop.engine.sampling.logps import decoder_and_head, token_logps
+from tests.support.logps import logps_and_grads, plain_logps
 
 REAL_VOCAB = 151_936  # Qwen2.5's embedding rows
 
@@ -82,20 +83,6 @@ def _grouped_batch(vocab: int, G: int = 3):
     return prompt, prompt_mask, completion, completion_mask
 
 
-def _plain_logps(model, prompt, prompt_mask, completion, completion_mask, temperature):
-    """The reference: the model's own forward over prompt + completion, all of its logits."""
-    P = prompt.size(1)
-    ids = torch.cat([prompt, completion], 1)
-    attention = torch.cat([prompt_mask, completion_mask.long()], 1)
-    positions = (attention.cumsum(1) - 1).clamp(min=0)
-    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions).logits
-    z = logits[:, P - 1 : -1].float() / temperature  # (N, C, V)
-    logp_all = torch.log_softmax(z, -1)
-    picked = logp_all.gather(-1, completion.unsqueeze(-1)).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1)
-    return picked * completion_mask, entropy * completion_mask
-
-
 def _tiny(tiny_model_dir, mode: str):
     from transformers import AutoModelForCausalLM
 
@@ -114,14 +101,6 @@ def _tiny(tiny_model_dir, mode: str):
     return model.train()
 
 
-def _logps_and_grads(model, fn, weights):
-    model.zero_grad(set_to_none=True)
-    logps, entropy = fn()
-    (logps * weights).sum().backward()
-    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    return logps.detach(), entropy, grads
-
-
 @pytest.mark.parametrize("chunk", [3, None])  # 3 tokens: 10 chunks for 30 kept, ragged end
 @pytest.mark.parametrize("share", [False, True])
 @pytest.mark.parametrize("mode", ["full", "lora", "lora_on_lm_head"])
@@ -131,7 +110,7 @@ def test_token_logps_equal_the_models_own_logits(tiny_model_dir, monkeypatch, mo
     model = _tiny(tiny_model_dir, mode)
     batch = _grouped_batch(model.config.vocab_size)
     weights = torch.randn(batch[3].shape, generator=torch.Generator().manual_seed(2))
-    expected = _logps_and_grads(model, lambda: _plain_logps(model, *batch, 0.7), weights)
+    expected = logps_and_grads(model, lambda: plain_logps(model, *batch, 0.7), weights)
 
     shared = []
     inner = logps_module._hidden_sharing_prompts
@@ -139,7 +118,7 @@ def test_token_logps_equal_the_models_own_logits(tiny_model_dir, monkeypatch, mo
     monkeypatch.setattr(
         logps_module, "_hidden_sharing_prompts", lambda *a: shared.append(1) or inner(*a)
     )
-    got = _logps_and_grads(
+    got = logps_and_grads(
         model, lambda: token_logps(model, *batch, 0.7, with_entropy=True, chunk=chunk), weights
     )
     assert len(shared) == int(share)
@@ -193,7 +172,7 @@ def test_the_graph_keeps_one_chunk_of_logits_whatever_the_batch():
     batch = _grouped_batch(REAL_VOCAB, G=4)  # 8 rows × 7 completion tokens
     N, C = batch[2].shape
     all_logits = N * C * REAL_VOCAB
-    plain_sizes, _ = _saved_sizes(lambda: _plain_logps(model, *batch, 1.0))
+    plain_sizes, _ = _saved_sizes(lambda: plain_logps(model, *batch, 1.0))
     assert max(plain_sizes) >= all_logits  # what the plain pass keeps: this test can fail
 
     sizes, (logps, _) = _saved_sizes(lambda: token_logps(model, *batch, chunk=5))
@@ -214,8 +193,8 @@ def test_prompts_are_shared_at_a_real_vocabulary(monkeypatch):
         logps_module, "_hidden_sharing_prompts", lambda *a: calls.append(a[1].size(0)) or inner(*a)
     )
     weights = torch.ones(batch[3].shape)
-    expected = _logps_and_grads(model, lambda: _plain_logps(model, *batch, 1.0), weights)
-    got = _logps_and_grads(model, lambda: token_logps(model, *batch, with_entropy=True), weights)
+    expected = logps_and_grads(model, lambda: plain_logps(model, *batch, 1.0), weights)
+    got = logps_and_grads(model, lambda: token_logps(model, *batch, with_entropy=True), weights)
     assert calls == [8]  # all 8 rows in one pass, through the sharing route
     assert chunk_tokens(REAL_VOCAB) == 110  # 2**24 logits per chunk
     assert torch.allclose(got[0], expected[0], atol=1e-5)
@@ -239,7 +218,7 @@ def test_models_that_change_their_logits_are_scored_by_their_own_forward():
     batch = _grouped_batch(REAL_VOCAB, G=2)
     assert decoder_and_head(model) is None
     with torch.no_grad():
-        expected, expected_entropy = _plain_logps(model, *batch, 0.7)
+        expected, expected_entropy = plain_logps(model, *batch, 0.7)
         got, entropy = token_logps(model, *batch, 0.7, with_entropy=True)
     assert torch.allclose(got, expected, atol=1e-5)
     assert torch.allclose(entropy, expected_entropy, atol=1e-5)
@@ -269,9 +248,9 @@ def test_float32_master_weights_score_the_head_under_the_models_autocast(tiny_mo
     assert model.lm_head.weight.dtype == torch.float32
     batch = _grouped_batch(model.config.vocab_size)
     weights = torch.ones(batch[3].shape)
-    expected = _logps_and_grads(model, lambda: _plain_logps(model, *batch, 0.7), weights)
-    got = _logps_and_grads(model, lambda: token_logps(model, *batch, 0.7, chunk=4), weights)
-    reference = _logps_and_grads(exact, lambda: _plain_logps(exact, *batch, 0.7), weights)
+    expected = logps_and_grads(model, lambda: plain_logps(model, *batch, 0.7), weights)
+    got = logps_and_grads(model, lambda: token_logps(model, *batch, 0.7, chunk=4), weights)
+    reference = logps_and_grads(exact, lambda: plain_logps(exact, *batch, 0.7), weights)
     assert decoder_and_head(model) is not None
     assert torch.allclose(got[0], expected[0], atol=1e-5)
     assert not torch.allclose(reference[0], expected[0], atol=1e-4)  # bfloat16 logits: not fp32

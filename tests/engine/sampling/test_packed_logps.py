@@ -16,6 +16,7 @@ from grpo_desktop.engine.sampling import logps as logps_module
 from grpo_desktop.engine.sampling import packing
 from grpo_desktop.engine.sampling.logps import decoder_and_head, token_logps
 from grpo_desktop.engine.sampling.packing import PackPlan, token_costs
+from tests.support.logps import logps_and_grads, plain_logps
 
 
 def _batch(vocab: int, G: int = 4):
@@ -30,20 +31,6 @@ def _batch(vocab: int, G: int = 4):
     lengths = torch.tensor([9, 2, 5, 1, 3, 9, 6, 4][: 2 * G])
     completion_mask = (torch.arange(C).unsqueeze(0) < lengths.unsqueeze(1)).float()  # (2G, 9)
     return prompt, prompt_mask, completion, completion_mask
-
-
-def _plain_logps(model, prompt, prompt_mask, completion, completion_mask, temperature):
-    """The reference: the model's own forward over prompt + completion, all of its logits."""
-    P = prompt.size(1)
-    ids = torch.cat([prompt, completion], 1)
-    attention = torch.cat([prompt_mask, completion_mask.long()], 1)
-    positions = (attention.cumsum(1) - 1).clamp(min=0)
-    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions).logits
-    z = logits[:, P - 1 : -1].float() / temperature  # (N, C, V)
-    logp_all = torch.log_softmax(z, -1)
-    picked = logp_all.gather(-1, completion.unsqueeze(-1)).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1)
-    return picked * completion_mask, entropy * completion_mask
 
 
 def _model(kind: str, mode: str, attention: str):
@@ -77,14 +64,6 @@ def _model(kind: str, mode: str, attention: str):
     return model.train()
 
 
-def _logps_and_grads(model, fn, weights):
-    model.zero_grad(set_to_none=True)
-    logps, entropy = fn()
-    (logps * weights).sum().backward()
-    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    return logps.detach(), entropy, grads
-
-
 def _spy_decoder(monkeypatch, model):
     """Record the input shapes the decoder is called with (the real decoder runs)."""
     decoder, _ = decoder_and_head(model)
@@ -109,12 +88,12 @@ def test_packed_passes_equal_the_models_own_logits(monkeypatch, kind, mode, atte
     model = _model(kind, mode, attention)
     batch = _batch(97)
     weights = torch.randn(batch[3].shape, generator=torch.Generator().manual_seed(2))
-    expected = _logps_and_grads(model, lambda: _plain_logps(model, *batch, 0.7), weights)
+    expected = logps_and_grads(model, lambda: plain_logps(model, *batch, 0.7), weights)
 
     monkeypatch.setattr(packing, "PACK_BELOW", 100.0)  # pack whatever the cost
     monkeypatch.setattr(logps_module, "_can_share_prompts", lambda m: cached)
     shapes = _spy_decoder(monkeypatch, model)
-    got = _logps_and_grads(
+    got = logps_and_grads(
         model, lambda: token_logps(model, *batch, 0.7, with_entropy=True, chunk=5), weights
     )
     # Each prompt once, then its answers packed: 8+1+4+0 = 13 and 2+8+5+3 = 18 input tokens.
@@ -134,14 +113,14 @@ def test_without_gradients_and_one_group(monkeypatch):
     prompt, prompt_mask, completion, completion_mask = (t[:4] for t in _batch(97))
     monkeypatch.setattr(packing, "PACK_BELOW", 100.0)
     with torch.no_grad():
-        expected, _ = _plain_logps(model, prompt, prompt_mask, completion, completion_mask, 1.0)
+        expected, _ = plain_logps(model, prompt, prompt_mask, completion, completion_mask, 1.0)
         got, _ = token_logps(model, prompt, prompt_mask, completion, completion_mask)
     assert torch.allclose(got, expected, atol=1e-5)
 
     ones = torch.zeros_like(completion_mask)
     ones[:, 0] = 1
     with torch.no_grad():
-        expected, _ = _plain_logps(model, prompt, prompt_mask, completion, ones, 1.0)
+        expected, _ = plain_logps(model, prompt, prompt_mask, completion, ones, 1.0)
         shapes = _spy_decoder(monkeypatch, model)
         got, _ = token_logps(model, prompt, prompt_mask, completion, ones)
     assert torch.allclose(got, expected, atol=1e-5)
@@ -158,7 +137,7 @@ def test_a_mask_with_holes_is_not_packed(monkeypatch):
     first, owner = torch.tensor([0, 4]), torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
     assert PackPlan.build(keep, first, owner, 6, (1.0, 1.0)) is None
     with torch.no_grad():
-        expected, _ = _plain_logps(model, prompt, prompt_mask, completion, completion_mask, 1.0)
+        expected, _ = plain_logps(model, prompt, prompt_mask, completion, completion_mask, 1.0)
         got, _ = token_logps(model, prompt, prompt_mask, completion, completion_mask)
     assert torch.allclose(got, expected, atol=1e-5)
 
@@ -251,7 +230,7 @@ def test_4bit_qlora_packs_with_the_padded_values(monkeypatch, tiny_model_dir):
     for below in (0.0, 100.0):  # padded, then packed
         monkeypatch.setattr(packing, "PACK_BELOW", below)
         shapes = _spy_decoder(monkeypatch, model)
-        results.append(_logps_and_grads(model, lambda: token_logps(model, *batch), weights))
+        results.append(logps_and_grads(model, lambda: token_logps(model, *batch), weights))
         monkeypatch.undo()
         assert shapes[-1] == ((8, 8) if below == 0.0 else (2, 18))  # rows × columns, or packed
     (padded, _, padded_grads), (packed, _, packed_grads) = results
@@ -271,9 +250,9 @@ def test_checkpointed_layers_pack_prompt_and_answers_in_one_pass(monkeypatch):
     assert not logps_module._can_share_prompts(model)
     batch = _batch(97)
     weights = torch.randn(batch[3].shape, generator=torch.Generator().manual_seed(4))
-    expected = _logps_and_grads(model, lambda: _plain_logps(model, *batch, 1.0), weights)
+    expected = logps_and_grads(model, lambda: plain_logps(model, *batch, 1.0), weights)
     shapes = _spy_decoder(monkeypatch, model)
-    got = _logps_and_grads(model, lambda: token_logps(model, *batch), weights)
+    got = logps_and_grads(model, lambda: token_logps(model, *batch), weights)
     assert shapes == [(2, 24)]  # the app's own cost rule packs here: 48 token-passes, not 112
     assert torch.allclose(got[0], expected[0], atol=1e-5)
     assert got[2].keys() == expected[2].keys() and len(got[2]) > 0
