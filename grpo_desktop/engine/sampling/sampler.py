@@ -9,7 +9,9 @@ chooses its decode path once (`_decoder`: decoders.py's lean CPU step, fixed-sha
 step, or the model's forward) and on the CPU how many threads it runs on (decode_threads.py),
 then per token: that path's step, the draw (engine/ops/draw.py), EOS bookkeeping, the stop
 check; the lean CPU step drops the rows that ended once a quarter of the live ones have
-(`_LiveRows`: the same tokens, tests/engine/sampling/test_live_rows.py). `lora_merged` folds
+(`_LiveRows`: the same tokens, tests/engine/sampling/test_live_rows.py), and runs the rows
+of a group that have sampled the same tokens so far as one (twin_rows.py: the same tokens
+again). `lora_merged` folds
 LoRA adapters into their base weights for the decode, so each layer runs one matmul instead of
 three. Models whose forward does not accept these arguments (some remote-code models) fall back
 to `generate` in rollout.py.
@@ -42,8 +44,10 @@ from grpo_desktop.engine.sampling.decoders import (
     StaticDecode,
     out_cache,
 )
+from grpo_desktop.engine.sampling.twin_rows import TwinRows
 
 DROP_SHARE = 0.25  # a CPU decode drops its ended rows once this share of its live rows ended
+TWIN_ROWS = True  # the lean CPU step runs rows with the same prompt and tokens once (twin_rows.py)
 SYNC_EVERY_CUDA = 8  # check "all rows finished" every k tokens on GPU (each check is a sync)
 LEAN_DECODE = True  # Llama-family models on the CPU decode with decode.py (False: the forward)
 # Where the fixed-shape step of decode_static.py (CUDA graphs on CUDA) decodes: "cuda", "always"
@@ -90,10 +94,15 @@ def sample_tokens(
     positions = (attention.cumsum(dim=1) - 1).clamp(min=0)  # (N, P)
     # Not around the decode loop: the mode would see each of its many small ops; the lean
     # decoder picks its products itself (kernels.product_for).
+    runs = prompt_runs(prompt_ids, attention)  # the rows that repeat a prompt, or None
     with fast_linear(device):
-        logits, cache = _prefill(model, prompt_ids, attention, positions)  # (N, V)
+        logits, cache = _prefill(model, prompt_ids, attention, positions, runs)  # (N, V)
     decoder = _decoder(model, cache, attention, positions, max_new_tokens)
     del cache  # the decoder holds what it needs of the prefill's keys and values
+    # Rows with the same prompt and the same tokens so far are stepped once (twin_rows.py).
+    twins = None
+    if TWIN_ROWS and runs is not None and isinstance(decoder, LeanDecode):
+        twins = TwinRows(decoder, *runs)
     positions = positions[:, -1:] + 1  # (N, 1) of the first new token
     finished = torch.zeros(N, dtype=torch.bool, device=device)  # (N,)
     # The tokens go into one buffer: a tensor kept per token would be a small block outliving
@@ -111,6 +120,8 @@ def sample_tokens(
     live = _LiveRows(N)  # which rows the decoder still steps (finished ones dropped)
     try:
         for t in range(max_new_tokens):  # logits: the prefill's, then each step's
+            if twins is not None and t > 0:
+                logits = twins.rows(logits)  # (D, V) of the decoder's rows -> (K, V)
             logits = logits.float()  # (K, V) of the K rows still stepped
             # The entropy before EOS is held back: from the draw's own softmax when that is the
             # whole distribution at the temperature, else worked out on its own.
@@ -140,12 +151,16 @@ def sample_tokens(
                 break  # every row ended (on CUDA looked at every SYNC_EVERY_CUDA tokens)
             if live.droppable and device.type != "cuda" and live.worth_dropping(finished):
                 kept = torch.nonzero(~finished).flatten()  # (K',) of the K rows
-                live.droppable = decoder.keep(kept)  # False: this path keeps every row
+                if twins is not None:  # the decoder's rows follow the twins' slots
+                    twins.keep_rows(kept)
+                else:
+                    live.droppable = decoder.keep(kept)  # False: this path keeps every row
                 if live.droppable:
                     live.keep(kept)
                     finished, nxt, positions = finished[kept], nxt[kept], positions[kept]
+            stepped = nxt if twins is None else twins.advance(nxt, finished)  # (K,) or (D,)
             threads.before(t)
-            logits, seconds = timed(decoder.step, nxt, positions)  # (K, V) of the next token
+            logits, seconds = timed(decoder.step, stepped, positions)  # (K or D, V) next token
             threads.after(t, seconds)
             positions = positions + 1  # (K, 1)
     finally:
@@ -281,10 +296,15 @@ def expand_rows(cache, owner: torch.Tensor) -> bool:
     return False
 
 
-def _prefill(model, prompt_ids, attention, positions):
-    """Run the prompts, each distinct one once (a group's G rows share it), and copy its keys and
-    values to the rows that repeat it. Returns the last position's logits (N, V) and the cache."""
-    runs = prompt_runs(prompt_ids, attention)
+_FIND = object()  # _prefill's `runs` when the caller has not looked for them
+
+
+def _prefill(model, prompt_ids, attention, positions, runs=_FIND):
+    """Run the prompts, each distinct one once (a group's G rows share it: `runs`, prompt_runs'
+    answer, found here unless given), and copy its keys and values to the rows that repeat it.
+    Returns the last position's logits (N, V) and the cache."""
+    if runs is _FIND:
+        runs = prompt_runs(prompt_ids, attention)
     if runs is not None:
         first, owner = runs  # (U,), (N,)
         logits, cache = _prefill_distinct(

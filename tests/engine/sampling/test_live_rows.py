@@ -41,6 +41,7 @@ def _demo():
 def _decode(model, ids, mask, stops, pad, share, monkeypatch, **sampling):
     """(tokens, entropies, streamed tokens, rows of each decode step) with DROP_SHARE `share`."""
     monkeypatch.setattr(sampler, "DROP_SHARE", share)
+    monkeypatch.setattr(sampler, "TWIN_ROWS", False)  # each decoder row is one row (see twins')
     rows = []
     real = decode.LeanDecoder.step
 
