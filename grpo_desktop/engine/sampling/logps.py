@@ -219,8 +219,9 @@ def _kept_hidden_packed(
     first, owner = runs  # (U,), (N,)
     implementation = getattr(decoder.config, "_attn_implementation", None) or "eager"
     plan = PackPlan.build(
-        keep, first, owner, P, costs, with_prompt=not cached, scores_kept=implementation == "eager"
-    )
+        keep, first, owner, P, costs, with_prompt=not cached,
+        scores_kept=implementation == "eager", tokens=completion_ids,
+    )  # fmt: skip
     if plan is None:
         return None
     U = first.numel()

@@ -258,3 +258,102 @@ def test_checkpointed_layers_pack_prompt_and_answers_in_one_pass(monkeypatch):
     assert got[2].keys() == expected[2].keys() and len(got[2]) > 0
     for name, grad in expected[2].items():
         assert torch.allclose(got[2][name], grad, atol=1e-5), name
+
+
+def _shared_batch(vocab: int = 97):
+    """Two prompts (the second left-padded), four rows each, whose answers begin alike as a
+    group's sampled answers do. Group 0: rows 0 and 3 agree on 6 tokens, row 1 on 3 of them,
+    row 2 on 1; group 1: rows 4 and 5 are the same answer, row 6 shares nothing, row 7 is row
+    4's first 3 tokens (it ended there)."""
+    g = torch.Generator().manual_seed(8)
+    prompt = torch.randint(3, 60, (2, 6), generator=g).repeat_interleave(4, 0)  # (8, 6)
+    prompt_mask = torch.ones_like(prompt)
+    prompt_mask[4:, :2] = 0
+    C = 9
+    base = torch.randint(3, 60, (2, C), generator=g)
+    completion = base.repeat_interleave(4, 0).clone()  # (8, 9)
+    own = torch.randint(3, 60, (8, C), generator=g)
+    completion[1, 3:] = own[1, 3:]  # agrees with row 0 on 3 tokens
+    completion[2, 1:] = own[2, 1:]  # on 1
+    completion[3, 6:] = own[3, 6:]  # on 6
+    completion[6] = own[6]  # shares nothing with its group
+    completion[6, 0] = (base[1, 0] + 1) % 60  # not even the first token
+    lengths = torch.tensor([9, 7, 5, 9, 8, 8, 6, 3])
+    completion_mask = (torch.arange(C).unsqueeze(0) < lengths.unsqueeze(1)).float()
+    return prompt, prompt_mask, completion, completion_mask
+
+
+def _distinct_inputs(completion, completion_mask, rows) -> int:
+    """Distinct beginnings among the input tokens (all but each row's last) of `rows`."""
+    seen = set()
+    for r in rows:
+        n = int(completion_mask[r].sum()) - 1
+        seen |= {tuple(completion[r, : t + 1].tolist()) for t in range(n)}
+    return len(seen)
+
+
+@pytest.mark.parametrize("cached", [True, False])
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_answers_that_begin_alike_run_their_beginning_once(monkeypatch, kind, attention, cached):
+    """A token that several answers of a group begin with runs once in the packed row, and every
+    later token of each of them sees it: log-probs, entropies and gradients (LoRA) equal the
+    model's own forward over each row."""
+    model = _model(kind, "lora", attention)
+    batch = _shared_batch()
+    prompt, prompt_mask, completion, completion_mask = batch
+    weights = torch.randn(completion_mask.shape, generator=torch.Generator().manual_seed(6))
+    expected = logps_and_grads(model, lambda: plain_logps(model, *batch, 0.8), weights)
+
+    monkeypatch.setattr(packing, "PACK_BELOW", 100.0)
+    monkeypatch.setattr(logps_module, "_can_share_prompts", lambda m: cached)
+    shapes = _spy_decoder(monkeypatch, model)
+    got = logps_and_grads(
+        model, lambda: token_logps(model, *batch, 0.8, with_entropy=True, chunk=7), weights
+    )
+    nodes = [_distinct_inputs(completion, completion_mask, range(g * 4, g * 4 + 4)) for g in (0, 1)]
+    plain = int((completion_mask.sum(1) - 1).view(2, 4).sum(1).max())
+    # Input tokens 8+6+4+8 = 26 and 7+7+5+2 = 21; of them new: 8+3+3+2 = 16 and 7+0+5+0 = 12.
+    assert nodes == [16, 12] and plain == 26
+    S = max(nodes)
+    assert shapes == ([(2, 6), (2, S)] if cached else [(2, 6 + S)])
+    assert torch.allclose(got[0], expected[0], atol=1e-5)
+    assert (got[0][completion_mask == 0] == 0).all()
+    assert torch.allclose(got[1], expected[1], atol=1e-5)
+    assert got[2].keys() == expected[2].keys() and len(got[2]) > 0
+    for name, grad in expected[2].items():
+        assert torch.allclose(got[2][name], grad, atol=1e-5), name
+
+
+def test_the_plan_gives_shared_beginnings_one_slot_and_their_ancestry(monkeypatch):
+    """Three rows of one run: rows 0 and 1 agree on their first two tokens, row 2 on none."""
+    monkeypatch.setattr(packing, "PACK_BELOW", 100.0)
+    tokens = torch.tensor([[5, 6, 7, 8], [5, 6, 9, 8], [4, 6, 7, 8]])
+    keep = torch.ones(3, 4, dtype=torch.bool)
+    plan = PackPlan.build(
+        keep, torch.tensor([0]), torch.zeros(3, dtype=torch.long), 2, (1.0, 1.0), tokens=tokens
+    )
+    # Input tokens (all but the last): row 0 5 6 7, row 1 5 6 9 (5 6 shared), row 2 4 6 7.
+    assert plan.S == 7
+    assert plan.rows.tolist() == [0, 0, 0, 1, 2, 2, 2] and plan.cols.tolist() == [
+        0,
+        1,
+        2,
+        2,
+        0,
+        1,
+        2,
+    ]
+    sees = plan.sees[0].int().tolist()
+    assert sees[3] == [1, 1, 0, 1, 0, 0, 0]  # row 1's "9" sees the shared 5 6 and itself
+    assert sees[2] == [1, 1, 1, 0, 0, 0, 0]  # row 0's "7" sees 5 6 7, not row 1's 9
+    assert sees[6] == [0, 0, 0, 0, 1, 1, 1]  # row 2 sees only its own
+    # Kept position (row 1, column 3) is predicted by its input token 2 ("9", slot 3); (row 1,
+    # column 1) by the shared "5" (slot 0); column 0 by the prompt's end (index 0).
+    source = plan.source.view(3, 4)
+    assert source[1].tolist() == [0, 1 + 0, 1 + 1, 1 + 3]
+    assert source[0].tolist() == [0, 1, 2, 3] and source[2].tolist() == [0, 5, 6, 7]
+    unshared = PackPlan.build(
+        keep, torch.tensor([0]), torch.zeros(3, dtype=torch.long), 2, (1.0, 1.0)
+    )
+    assert unshared.S == 9  # without the tokens no two rows share a slot
