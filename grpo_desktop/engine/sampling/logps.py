@@ -26,6 +26,7 @@ import torch
 
 from grpo_desktop.engine.ops.bf16_products import bf16_products
 from grpo_desktop.engine.ops.fused_head import head_logps, routing
+from grpo_desktop.engine.sampling import packing
 from grpo_desktop.engine.sampling.decoders import CACHE, out_cache
 from grpo_desktop.engine.sampling.packing import PackPlan, token_costs
 from grpo_desktop.engine.sampling.sampler import expand_rows, prompt_runs
@@ -220,7 +221,7 @@ def _kept_hidden_packed(
     implementation = getattr(decoder.config, "_attn_implementation", None) or "eager"
     plan = PackPlan.build(
         keep, first, owner, P, costs, with_prompt=not cached,
-        scores_kept=implementation == "eager", tokens=completion_ids,
+        scores_kept=implementation == "eager", tokens=completion_ids if packing.TREE else None,
     )  # fmt: skip
     if plan is None:
         return None

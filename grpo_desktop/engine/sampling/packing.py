@@ -40,6 +40,7 @@ import torch
 
 PACK_BELOW = 0.85  # pack when the packed pass's estimated cost is below this share of the padded
 MAX_PACKED = 4096  # longest packed row (tokens): its block mask is (rows, packed, prompt + packed)
+TREE = True  # answers share the beginnings they have in common (False: one chain each; bench)
 MASKS = ("sdpa", "eager")  # attention implementations that take a given 4-D mask as it is
 _costs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # decoder -> (per token, per key)
 
