@@ -17,9 +17,10 @@ busy then makes every estimate of that session slower, and one busy now makes th
 `machine_load`'s load average; while a run trains, `others_load` leaves its own threads out.
 
 The estimate counts every completion at the full length and every row in the training passes.
-A run's steps are often faster: answers end at EOS, and with β = 0 a group whose answers all
-scored the same is left out of the update (engine/grpo/step.py); the demo measures about half
-its estimate.
+A run's steps are often faster: answers end at EOS, a group's answers that begin alike run
+their beginning once (sampling/twin_rows.py, sampling/packing.py), and with β = 0 a group whose
+answers all scored the same is left out of the update (engine/grpo/step.py); the demo measures
+about a third of its estimate.
 
 Try it:  grpo-desktop estimate --demo  (its "Step" line)
 """

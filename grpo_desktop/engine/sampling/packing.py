@@ -200,15 +200,21 @@ class PackPlan:
 def _prefix_nodes(tokens: torch.Tensor | None, owner: torch.Tensor, valid: torch.Tensor):
     """(N, T): for row r's input token t, the first row of its run whose answer begins with the
     same t + 1 tokens (r itself when none does, and always when `tokens` is None); anything
-    where `valid` (N, T) is False."""
+    where `valid` (N, T) is False. Compared run by run (a run's rows are consecutive), so the
+    comparison takes G × G × T of memory, not N × N × T."""
     N, T = valid.shape
+    node = torch.arange(N).unsqueeze(1).expand(N, T).contiguous()  # (N, T)
     if tokens is None:
-        return torch.arange(N).unsqueeze(1).expand(N, T)
-    same = tokens.unsqueeze(1) == tokens.unsqueeze(0)  # (N, N, T)
-    same &= valid.unsqueeze(1) & valid.unsqueeze(0)
-    same &= (owner.unsqueeze(1) == owner.unsqueeze(0)).unsqueeze(2)
-    alike = same.to(torch.uint8).cummin(dim=2).values  # (N, N, T) the same up to and with t
-    return alike.argmax(dim=1)  # (N, T) the first such row
+        return node
+    starts = torch.nonzero(torch.diff(owner, prepend=owner[:1] - 1)).flatten().tolist()
+    for a, b in zip(starts, [*starts[1:], N]):
+        if b - a < 2:
+            continue
+        x, ok = tokens[a:b], valid[a:b]  # (g, T)
+        same = (x.unsqueeze(1) == x.unsqueeze(0)) & ok.unsqueeze(1) & ok.unsqueeze(0)  # (g, g, T)
+        alike = same.to(torch.uint8).cummin(dim=2).values  # the same up to and with t
+        node[a:b] = a + alike.argmax(dim=1)  # (g, T) the run's first such row
+    return node
 
 
 def _ancestry(slot_of: torch.Tensor, owner: torch.Tensor, U: int, S: int) -> torch.Tensor:
