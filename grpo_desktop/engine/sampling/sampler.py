@@ -158,7 +158,9 @@ def sample_tokens(
                 if live.droppable:
                     live.keep(kept)
                     finished, nxt, positions = finished[kept], nxt[kept], positions[kept]
-            stepped = nxt if twins is None else twins.advance(nxt, finished)  # (K,) or (D,)
+            stepped = nxt if twins is None else twins.advance(nxt, finished)  # (D,) or None
+            if stepped is None:  # every row has a history of its own: no twins from here on
+                twins, stepped = None, nxt  # (K,)
             threads.before(t)
             logits, seconds = timed(decoder.step, stepped, positions)  # (K or D, V) next token
             threads.after(t, seconds)

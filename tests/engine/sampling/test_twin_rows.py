@@ -91,17 +91,24 @@ def test_the_demos_groups_sample_the_same_answers_stepping_each_history_once(mon
     twinned = _decode(model, ids, mask, stops, pad, True, monkeypatch, **sampling)
     _assert_same_answers(alone, twinned, pad)
     tokens, rows = twinned[0], twinned[3]
-    # The first step runs one row per prompt and first token; no step runs more rows than
-    # there are distinct histories among the rows still going.
+    # The first step runs one row per prompt and first token; while some rows still going
+    # share a history, each step runs one row per distinct history.
     firsts = {(i // G, int(tokens[i, 0])) for i in range(tokens.size(0))}
     assert rows[0] == len(firsts)
+    shared_steps = 0
     for t, n in enumerate(rows):
-        histories = {
-            (i // G, tuple(tokens[i, : t + 1].tolist()))
+        going = [
+            i
             for i in range(tokens.size(0))
             if not set(tokens[i, : t + 1].tolist()) & {pad, *stops}  # ended: no decoder row
-        }
-        assert n == len(histories)
+        ]
+        histories = {(i // G, tuple(tokens[i, : t + 1].tolist())) for i in going}
+        if len(histories) < len(going):
+            assert n == len(histories)
+            shared_steps += 1
+        else:  # all apart: the decoder steps the live rows (ended ones until they are dropped)
+            assert n >= len(histories)
+    assert shared_steps > 50
     # The groups did go separate ways (forks), and a fraction of the rows were stepped.
     assert max(rows) > len(PROBLEMS)
     assert sum(rows) < 0.6 * sum(alone[3])
@@ -137,7 +144,16 @@ def test_a_random_model_forks_at_once_and_samples_the_same_tokens(monkeypatch, a
     alone = _decode(model, ids, mask, stops, pad, False, monkeypatch, max_new_tokens=24)
     twinned = _decode(model, ids, mask, stops, pad, True, monkeypatch, max_new_tokens=24)
     _assert_same_answers(alone, twinned, pad)
-    assert twinned[3][0] <= 12 and twinned[3][-1] <= 12
+    # The rows part within their first tokens; from then on the decode runs without twins,
+    # stepping the same rows as the decode that never had them.
+    tokens = twinned[0]
+    apart = next(
+        t
+        for t in range(tokens.size(1))
+        if len({tuple(r) for r in tokens[:, : t + 1].tolist()}) == 12
+    )
+    assert apart <= 2
+    assert twinned[3][apart:] == alone[3][apart:]
 
 
 class _Keeps:
@@ -176,3 +192,21 @@ def test_rows_that_drew_the_same_token_share_a_row_and_the_others_fork():
     )
     assert decoder.kept[-1] == [0, 2] and stepped.tolist() == [3, 8]
     assert [twins.slot[i].item() for i in (0, 1, 3, 4)] == [0, 0, 1, 1]
+    # Then each row still going draws its own token: nothing left to share. The decoder's rows
+    # become the live rows again, each given its history's row (row 2, ended, any row).
+    assert (
+        twins.advance(
+            torch.tensor([1, 2, 0, 3, 4]), torch.tensor([False, False, True, False, False])
+        )
+        is None
+    )
+    assert decoder.kept[-1] == [0, 0, 0, 1, 1]
+
+
+def test_rows_that_part_at_once_keep_the_prefills_rows():
+    """An untrained model's rows part at their first token: the decoder's rows are the rows
+    the prefill spread the prompts to, so nothing is copied."""
+    decoder = _Keeps()
+    twins = TwinRows(decoder, torch.tensor([0, 2]), torch.tensor([0, 0, 1, 1]))
+    assert twins.advance(torch.tensor([4, 5, 4, 6]), torch.zeros(4, dtype=torch.bool)) is None
+    assert decoder.kept == []
