@@ -388,7 +388,10 @@ def _starter(cfg: TrainConfig, parameters: int) -> dict[str, Any] | None:
 def _notes(dev: Device, mem: dict, s: Settings, how: str, fits: bool | None) -> list[str]:
     notes = [
         "A rough estimate: memory within about ±25 % (within ±13 % of measured peaks on the "
-        "CPU), seconds per step within a factor of two, or three on a busy machine.",
+        "CPU), seconds per step within a factor of two, or three on a busy machine, for answers "
+        "that differ from the start. A group's answers that begin alike run their shared "
+        "beginning once, so a model sure of its answers steps faster: the demo up to four "
+        "times.",
     ]
     if dev.kind == "cpu":
         notes.append(
