@@ -12,53 +12,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grpo_desktop.engine.sampling import decode, sampler
-from grpo_desktop.engine.sampling.rollout import tokenize_prompts
-from grpo_desktop.engine.sampling.sampler import sample_tokens
+from grpo_desktop.engine.sampling import sampler
+from tests.support.demo_decode import counted_decode, demo_prompts
 
 PROBLEMS = ["17 × 24", "38 × 46", "55 × 12", "91 × 73", "20 × 11", "64 × 89"]
-
-
-def _demo():
-    """The shipped demo model and 12 rows of its own prompts: answers of about 100 to 130 tokens
-    that end at different lengths (the demo's EOS)."""
-    from importlib import resources
-
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from grpo_desktop.engine.config.demo import demo_config
-    from grpo_desktop.engine.data.dataset import build_prompt
-
-    folder = str(resources.files("grpo_desktop") / "resources" / "demo_model")
-    model = AutoModelForCausalLM.from_pretrained(folder).eval()
-    tok = AutoTokenizer.from_pretrained(folder)
-    system = demo_config().data.system_prompt
-    texts = [build_prompt(tok, f"What is {p}?", system) for p in PROBLEMS for _ in range(2)]
-    ids, mask = tokenize_prompts(tok, texts, 256, torch.device("cpu"))  # (12, P)
-    return model, tok, ids, mask
 
 
 def _decode(model, ids, mask, stops, pad, share, monkeypatch, **sampling):
     """(tokens, entropies, streamed tokens, rows of each decode step) with DROP_SHARE `share`."""
     monkeypatch.setattr(sampler, "DROP_SHARE", share)
     monkeypatch.setattr(sampler, "TWIN_ROWS", False)  # each decoder row is one row (see twins')
-    rows = []
-    real = decode.LeanDecoder.step
-
-    def counting(self, tokens):  # a spy: the real step runs
-        rows.append(tokens.size(0))
-        return real(self, tokens)
-
-    monkeypatch.setattr(decode.LeanDecoder, "step", counting)
-    streamed, entropy = [], []
-    torch.manual_seed(11)
-    out = sample_tokens(
-        model, ids, mask, max_new_tokens=160, eos_id=stops, pad_id=pad, entropy=entropy,
-        on_token=lambda t, tokens: streamed.append(tokens.clone()), **sampling,
-    )  # fmt: skip
-    monkeypatch.setattr(decode.LeanDecoder, "step", real)
-    assert sampler.last_decode_path() == "lean"
-    return out, entropy[0], torch.stack(streamed, dim=1), rows
+    return counted_decode(monkeypatch, model, ids, mask, stops, pad, 11, **sampling)
 
 
 @pytest.mark.parametrize(
@@ -67,7 +31,7 @@ def _decode(model, ids, mask, stops, pad, share, monkeypatch, **sampling):
     ids=["sampled", "top-p", "greedy", "min-new"],
 )
 def test_dropping_ended_rows_samples_the_same_tokens(monkeypatch, sampling):
-    model, tok, ids, mask = _demo()
+    model, tok, ids, mask = demo_prompts(PROBLEMS, 2)
     stops, pad = [tok.eos_token_id], tok.pad_token_id
     with torch.no_grad():
         kept = _decode(model, ids, mask, stops, pad, 10.0, monkeypatch, **sampling)

@@ -13,10 +13,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grpo_desktop.engine.sampling import decode, sampler
-from grpo_desktop.engine.sampling.rollout import tokenize_prompts
-from grpo_desktop.engine.sampling.sampler import sample_tokens
+from grpo_desktop.engine.sampling import sampler
 from grpo_desktop.engine.sampling.twin_rows import TwinRows
+from tests.support.demo_decode import counted_decode, demo_prompts
 
 # Groups of 8 rows per problem, as a GRPO step samples them; "5 × 6" is shorter, so its rows
 # are left-padded beside the others.
@@ -24,45 +23,10 @@ PROBLEMS = ["17 × 24", "5 × 6", "91 × 73", "64 × 89"]
 G = 8
 
 
-def _demo():
-    from importlib import resources
-
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from grpo_desktop.engine.config.demo import demo_config
-    from grpo_desktop.engine.data.dataset import build_prompt
-
-    folder = str(resources.files("grpo_desktop") / "resources" / "demo_model")
-    model = AutoModelForCausalLM.from_pretrained(folder).eval()
-    tok = AutoTokenizer.from_pretrained(folder)
-    system = demo_config().data.system_prompt
-    texts = [build_prompt(tok, f"What is {p}?", system) for p in PROBLEMS for _ in range(G)]
-    ids, mask = tokenize_prompts(tok, texts, 256, torch.device("cpu"))  # (32, P)
-    return model, tok, ids, mask
-
-
-def _decode(model, ids, mask, stops, pad, twins, monkeypatch, max_new_tokens=160, **sampling):
+def _decode(model, ids, mask, stops, pad, twins, monkeypatch, **sampling):
     """(tokens, entropies, streamed tokens, decoder rows of each step) with twins on or off."""
     monkeypatch.setattr(sampler, "TWIN_ROWS", twins)
-    rows = []
-    real = decode.LeanDecoder.step
-
-    def counting(self, tokens):  # a spy: the real step runs
-        rows.append(tokens.size(0))
-        return real(self, tokens)
-
-    monkeypatch.setattr(decode.LeanDecoder, "step", counting)
-    streamed, entropy = [], []
-    torch.manual_seed(5)
-    with torch.no_grad():
-        out = sample_tokens(
-            model, ids, mask, max_new_tokens=max_new_tokens, eos_id=stops, pad_id=pad,
-            entropy=entropy, on_token=lambda t, tokens: streamed.append(tokens.clone()),
-            **sampling,
-        )  # fmt: skip
-    monkeypatch.setattr(decode.LeanDecoder, "step", real)
-    assert sampler.last_decode_path() == "lean"
-    return out, entropy[0], torch.stack(streamed, dim=1), rows
+    return counted_decode(monkeypatch, model, ids, mask, stops, pad, 5, **sampling)
 
 
 def _assert_same_answers(alone, twinned, pad):
@@ -85,7 +49,7 @@ def _assert_same_answers(alone, twinned, pad):
     ids=["sampled", "top-p", "min-new"],
 )
 def test_the_demos_groups_sample_the_same_answers_stepping_each_history_once(monkeypatch, sampling):
-    model, tok, ids, mask = _demo()
+    model, tok, ids, mask = demo_prompts(PROBLEMS, G)
     stops, pad = [tok.eos_token_id], tok.pad_token_id
     alone = _decode(model, ids, mask, stops, pad, False, monkeypatch, **sampling)
     twinned = _decode(model, ids, mask, stops, pad, True, monkeypatch, **sampling)
@@ -117,7 +81,7 @@ def test_the_demos_groups_sample_the_same_answers_stepping_each_history_once(mon
 
 
 def test_greedy_twins_never_part(monkeypatch):
-    model, tok, ids, mask = _demo()
+    model, tok, ids, mask = demo_prompts(PROBLEMS, G)
     stops, pad = [tok.eos_token_id], tok.pad_token_id
     alone = _decode(model, ids, mask, stops, pad, False, monkeypatch, greedy=True)
     twinned = _decode(model, ids, mask, stops, pad, True, monkeypatch, greedy=True)
