@@ -8,7 +8,9 @@ and with packing off (every pass padded to its micro-batch's longest answer, as 
 the step's answers, which passes packed, the medians of both and their ratio, and the largest
 difference in gradient norm between the two (float rounding only). The settings are the SmolLM2
 bench's (bench/_real_workers.py: LoRA r 16, G 8, B 4, 64 tokens, β 0.04); `--model demo` runs the
-built-in demo (its answers end within a few tokens of each other: nothing should pack);
+built-in demo (its answers end within a few tokens of each other, so before session 20 nothing
+packed; now their shared beginnings make the packed row about a fifth as long: twin_rows.py
+measures that);
 `--gradient-checkpointing` checkpoints the layers, so the update passes run prompt and answers
 in one pass (packed: once per group; padded: the prompt again in every row). The last line is
 JSON.
