@@ -17,7 +17,7 @@ token for token until they part (the demo's 8 answers to one problem, until a ca
 disagree on), and a token that several answers begin with runs once, in one slot that each of
 their later tokens sees (the block mask is the prefix tree's ancestry). On the demo's steps the
 packed row holds about a fifth of the groups' tokens, so its answers now pack too: its update
-took 12.7 s in place of 29.1 (bench/README.md, "Twin rows").
+took 12.7 s in place of 29.1 (bench/README.md, `twin_rows.py`).
 
 Where the layers are checkpointed (gradient checkpointing drops a key/value cache), the prompt
 and its packed answers go through in one pass (`with_prompt`): the padded alternative runs the

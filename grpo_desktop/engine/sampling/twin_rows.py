@@ -6,7 +6,7 @@ token in all of them most of the time: the demo's answers agree token for token 
 carry they disagree on, then along each branch up to the next. Two rows with the same prompt
 and the same tokens so far (twins) have the same keys and values and the same next-token
 distribution, so the decoder needs only one of them. On the demo's 100 steps only 17-27 % of the
-live rows had a history of their own (bench/README.md, "Twin rows").
+live rows had a history of their own (bench/README.md, `twin_rows.py`).
 
 `TwinRows` keeps, for each live row of the sampler, the decoder row (slot) that holds its
 history. After each token, rows whose slot and new token agree share a slot again; a slot whose
