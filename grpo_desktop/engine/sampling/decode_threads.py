@@ -12,6 +12,11 @@ contention two threads have lucky steps too). A decode that kept all threads and
 SLOW_STEPS steps among WINDOW in a row that each took GUARD times the median of the steps
 before them (a neighbour started) goes on with one thread; a lone slow step (the GUI thread
 holding the interpreter a moment) does not count that much.
+Which is faster also depends on the rows a step runs: when the decoder's rows double or halve
+since the choice (twin rows forking as a group's answers part, twin_rows.py; ended rows
+dropped), the trial runs again from that step. On the demo the first steps run 4-8 rows, where
+one thread is faster, and later ones up to 32, where two are (a whole decode: 0.21-0.23 s on
+two threads, 0.26-0.29 s on one, an idle 2-core AMD EPYC).
 The tokens are the same either way (each output element is computed by one thread whatever the
 count; tests/engine/sampling/test_decode_threads.py checks it).
 
@@ -59,6 +64,9 @@ class DecodeThreads:
         self.recent: deque[float] = deque(maxlen=WINDOW)  # steps on all threads, not slow ones
         self.slow: deque[bool] = deque(maxlen=WINDOW)  # whether each recent step was slow
         self.chosen = 0
+        self.start = 0  # the step the current choice's trial began at
+        self.guarded = False  # a slow step sent it to one thread for good
+        self.rows: int | None = None  # decoder rows when that trial began
         _last["threads"], _last["seconds"], _last["guarded"] = 0, {}, False
         if FORCE is not None and device.type == "cpu":
             self.active = False
@@ -66,18 +74,35 @@ class DecodeThreads:
 
     def _trial_threads(self, t: int) -> int | None:
         """The thread count trial step t runs on, or None when t is not a trial step."""
-        i = t - WARMUP
+        i = t - self.start - (WARMUP if self.start == 0 else 0)
         if i < 0 or i >= 2 * TRIALS:
             return None
         return self.usual if i % 2 == 0 else 1
 
-    def before(self, t: int) -> None:
-        if not self.active or self.chosen:
+    def _retry(self, t: int, rows: int | None) -> None:
+        """Choose again from step t when the decoder's rows have doubled or halved since the
+        choice (twin rows forking, ended rows dropped): which is faster depends on the rows."""
+        if rows is None or self.rows is None:
+            self.rows = rows if self.rows is None else self.rows
+            return
+        if (rows >= 2 * self.rows or 2 * rows <= self.rows) and not self.guarded:
+            self.chosen, self.start, self.rows = 0, t, rows
+            self.best, self.recent, self.slow = {}, deque(maxlen=WINDOW), deque(maxlen=WINDOW)
+
+    def before(self, t: int, rows: int | None = None) -> None:
+        """Step t, running `rows` decoder rows (None: not told), is about to run."""
+        if not self.active:
+            return
+        if self.chosen:
+            self._retry(t, rows)
+        elif self.rows is None:
+            self.rows = rows
+        if self.chosen:
             return
         n = self._trial_threads(t)
         if n is not None:
             self._set(n)
-        elif t >= WARMUP + 2 * TRIALS:
+        elif t >= self.start + (WARMUP if self.start == 0 else 0) + 2 * TRIALS:
             means = {k: sum(v) / len(v) for k, v in self.best.items()}
             self.chosen = min(means, key=means.get)
             self._set(self.chosen)
@@ -102,6 +127,7 @@ class DecodeThreads:
             self.recent.append(seconds)
         if sum(self.slow) >= SLOW_STEPS:
             self.chosen = 1  # a neighbour took a core: one thread for the rest of the decode
+            self.guarded = True
             self._set(1)
             _last["threads"], _last["guarded"] = 1, True
 

@@ -161,7 +161,7 @@ def sample_tokens(
             stepped = nxt if twins is None else twins.advance(nxt, finished)  # (D,) or None
             if stepped is None:  # every row has a history of its own: no twins from here on
                 twins, stepped = None, nxt  # (K,)
-            threads.before(t)
+            threads.before(t, stepped.size(0))
             logits, seconds = timed(decoder.step, stepped, positions)  # (K or D, V) next token
             threads.after(t, seconds)
             positions = positions + 1  # (K, 1)

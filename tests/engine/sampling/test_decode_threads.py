@@ -161,3 +161,38 @@ def test_lone_slow_steps_keep_both_threads(two_threads):
     )
     assert used[5:] == [2] * 35
     assert decode_threads.last_choice()["guarded"] is False
+
+
+SECONDS = {4: {1: 0.001, 2: 0.0015}, 8: {1: 0.003, 2: 0.002}, 32: {1: 0.012, 2: 0.007}}
+
+
+def _rows_at(t: int) -> int:
+    return 4 if t < 10 else (8 if t < 20 else 32)
+
+
+def test_when_the_rows_double_it_chooses_again(two_threads):
+    """Twin rows fork as a group's answers part: the demo's decode starts at a few rows, where
+    one thread is faster, and grows to 32, where two are. Here 4 rows until step 10, 8 until
+    step 20, then 32; one thread wins at 4 rows, two from 8 on (SECONDS)."""
+    threads, used = DecodeThreads(CPU, 40), []
+    for t in range(40):
+        threads.before(t, _rows_at(t))
+        used.append(torch.get_num_threads())
+        threads.after(t, SECONDS[_rows_at(t)][used[-1]])
+    threads.close()
+    assert used[:5] == [2, 2, 1, 2, 1] and used[5:10] == [1] * 5  # few rows: one thread
+    assert used[10:14] == [2, 1, 2, 1]  # doubled at step 10: a new trial (no warm-up)
+    assert used[14:20] == [2] * 6  # two threads at 8 rows
+    assert used[20:24] == [2, 1, 2, 1] and used[24:] == [2] * 16  # 32 rows: tried, two again
+    assert decode_threads.last_choice()["threads"] == 2
+
+
+def test_rows_that_change_a_little_keep_the_choice(two_threads):
+    """Ended rows dropped a few at a time (32 down to 23): no new trial."""
+    threads, used = DecodeThreads(CPU, 40), []
+    for t in range(40):
+        threads.before(t, 32 - t // 4)
+        used.append(torch.get_num_threads())
+        threads.after(t, 0.004 if used[-1] == 1 else 0.003)
+    threads.close()
+    assert used[5:] == [2] * 35
