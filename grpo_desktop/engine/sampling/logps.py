@@ -27,6 +27,7 @@ import torch
 from grpo_desktop.engine.ops.bf16_products import bf16_products
 from grpo_desktop.engine.ops.fused_head import head_logps, routing
 from grpo_desktop.engine.sampling import packing
+from grpo_desktop.engine.sampling.common_start import prompt_pass
 from grpo_desktop.engine.sampling.decoders import CACHE, out_cache
 from grpo_desktop.engine.sampling.packing import PackPlan, token_costs
 from grpo_desktop.engine.sampling.sampler import expand_rows, prompt_runs
@@ -180,16 +181,12 @@ def _hidden_sharing_prompts(decoder, prompt_ids, attention, position_ids, comple
     P, C = prompt_ids.size(1), completion_ids.size(1)
     first, owner = runs  # (U,), (N,)
     try:
-        out = decoder(
-            input_ids=prompt_ids[first],
-            attention_mask=attention[first, :P],
-            position_ids=position_ids[first, :P],
-            use_cache=True,
-        )
-        cache = out_cache(out)
+        ends, cache = _prompts_once(
+            decoder, prompt_ids[first], attention[first, :P], position_ids[first, :P]
+        )  # (U, H)
         if cache is None or not expand_rows(cache, owner):  # (U, ...) -> (N, ...) per layer
             return None
-        head = out.last_hidden_state[:, -1:].index_select(0, owner)  # (N, 1, H): predicts token 0
+        head = ends.unsqueeze(1).index_select(0, owner)  # (N, 1, H): predicts token 0
         if C == 1:
             return head
         rest = decoder(
@@ -202,6 +199,25 @@ def _hidden_sharing_prompts(decoder, prompt_ids, attention, position_ids, comple
     except TypeError:  # a decoder without position_ids / a cache
         return None
     return torch.cat([head, rest], dim=1)  # (N, C, H)
+
+
+def _prompts_once(decoder, prompt_ids, prompt_mask, positions):
+    """(final hidden state (U, H) of each distinct prompt's last position, the cache of their
+    keys and values) from the decoder's pass over the prompts (U, P), their common beginning (a
+    system prompt, a chat template's header) run once for all of them where it is long enough
+    (common_start.py). The cache is None where the decoder returns none."""
+    shared = prompt_pass(decoder, prompt_ids, prompt_mask, positions)
+    if shared is not None:
+        out, cache = shared
+    else:
+        out = decoder(
+            input_ids=prompt_ids,
+            attention_mask=prompt_mask,
+            position_ids=positions,
+            use_cache=True,
+        )
+        cache = out_cache(out)
+    return out.last_hidden_state[:, -1], cache  # (U, H)
 
 
 def _kept_hidden_packed(
@@ -231,16 +247,11 @@ def _kept_hidden_packed(
     dtype = next(p.dtype for p in decoder.parameters() if p.is_floating_point())  # not 4-bit
     try:
         if cached:
-            out = decoder(
-                input_ids=prompt_ids[first],
-                attention_mask=prompt_mask,
-                position_ids=position_ids[first, :P],
-                use_cache=True,
-            )
-            cache = out_cache(out)
+            ends, cache = _prompts_once(
+                decoder, prompt_ids[first], prompt_mask, position_ids[first, :P]
+            )  # (U, H): the prompt's end predicts token 0
             if cache is None:
                 return None
-            ends = out.last_hidden_state[:, -1]  # (U, H): the prompt's end predicts token 0
             packed = decoder(
                 input_ids=ids,
                 attention_mask=plan.mask(prompt_mask, implementation, dtype),

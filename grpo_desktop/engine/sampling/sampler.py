@@ -31,12 +31,12 @@ from grpo_desktop.engine.ops.draw import draw, nucleus
 from grpo_desktop.engine.ops.fused_head import sampling_entropy
 from grpo_desktop.engine.ops.host_memory import DecodeTrim
 from grpo_desktop.engine.ops.kernels import fast_linear
+from grpo_desktop.engine.sampling.common_start import prompt_pass
 from grpo_desktop.engine.sampling.decode import lean_decoder
 from grpo_desktop.engine.sampling.decode_graph import GraphedDecode
 from grpo_desktop.engine.sampling.decode_static import static_decoder
 from grpo_desktop.engine.sampling.decode_threads import DecodeThreads, timed
 from grpo_desktop.engine.sampling.decoders import (
-    CACHE,
     Decoder,
     ForwardDecode,
     LeanDecode,
@@ -334,73 +334,15 @@ def _prefill_distinct(model, prompt_ids, attention, positions):
     return out.logits[:, -1, :], out_cache(out)
 
 
-MIN_COMMON = 16  # tokens of common beginning worth running once (and rows: at least 2)
-
-
-def common_start(prompt_ids: torch.Tensor, attention: torch.Tensor) -> int:
-    """Tokens that every left-padded prompt (N, P) begins with, at most the shortest prompt's
-    length less one (each row keeps a token of its own to run)."""
-    lengths = attention.sum(dim=1)  # (N,)
-    shortest = int(lengths.min())
-    if shortest < 2:
-        return 0
-    P = prompt_ids.size(1)
-    pads = P - lengths  # (N,)
-    cols = pads.unsqueeze(1) + torch.arange(shortest - 1, device=prompt_ids.device)  # (N, m)
-    starts = prompt_ids.gather(1, cols)  # (N, m) each row's first m tokens
-    same = (starts == starts[:1]).all(dim=0)  # (m,)
-    return int(same.long().cumprod(0).sum())
-
-
 def _prefill_common_start(model, prompt_ids, attention, positions):
-    """(logits (N, V), cache) with the prompts' common beginning of k tokens run once: its keys
-    and values are laid into every row at that row's place (after its left padding), then each
-    row's remaining tokens run against them. Equal to the plain prefill up to float rounding,
-    for k·(N − 1) fewer token-passes (the demo's held-out prompts: 83 of 93 tokens shared). None
-    when too little is shared or the cache is not plain full-attention layers exposing their
-    tensors (then the plain prefill runs)."""
-    N, P = prompt_ids.shape
-    k = common_start(prompt_ids, attention) if N >= 2 else 0
-    if k < MIN_COMMON:
+    """(logits (N, V), cache) with the prompts' common beginning run once (common_start.py:
+    the demo's held-out prompts share 83 of their 93 tokens), or None when too little is shared
+    or the cache does not allow it (then the plain prefill runs)."""
+    shared = prompt_pass(model, prompt_ids, attention, positions, logits_to_keep=1)
+    if shared is None:
         return None
-    pads = P - attention.sum(dim=1)  # (N,)
-    W = int(pads.min()) + k  # columns the shared keys fill before the rest runs
-    row = int(pads.argmin())
-    head = model(
-        input_ids=prompt_ids[row : row + 1, W - k : W],  # (1, k)
-        attention_mask=attention[row : row + 1, W - k : W],
-        position_ids=positions[row : row + 1, W - k : W],
-        use_cache=True,
-        logits_to_keep=1,
-    )
-    cache = out_cache(head)
-    layers = getattr(cache, "layers", None)
-    # Plain full-attention layers only: a sliding window's layer keeps a window, not all keys.
-    if not layers or any(type(x).__name__ != "DynamicLayer" for x in layers):
-        return None
-    if not all(getattr(x, "keys", None) is not None for x in layers):
-        return None
-    if any(x.keys.dim() != 4 or x.keys.size(2) != k for x in layers):
-        return None
-    # Column j of row i holds shared token j − pads[i] when that is in [0, k): zeros elsewhere
-    # (that row's padding, masked; or columns its own tokens will fill when run).
-    index = torch.arange(W, device=pads.device).unsqueeze(0) - pads.unsqueeze(1)  # (N, W)
-    inside = (index >= 0) & (index < k)  # (N, W)
-    index = index.clamp(0, k - 1)
-    for layer in layers:
-        for name in ("keys", "values"):
-            one = getattr(layer, name)[0]  # (Hkv, k, D)
-            spread = one[:, index].permute(1, 0, 2, 3)  # (N, Hkv, W, D)
-            setattr(layer, name, spread * inside[:, None, :, None].to(one.dtype))
-    out = model(
-        input_ids=prompt_ids[:, W:],  # (N, P - W)
-        attention_mask=attention,
-        position_ids=positions[:, W:],
-        use_cache=True,
-        logits_to_keep=1,
-        **{CACHE: cache},
-    )
-    return out.logits[:, -1, :], out_cache(out)
+    out, cache = shared
+    return out.logits[:, -1, :], cache
 
 
 HALF = (torch.float16, torch.bfloat16)

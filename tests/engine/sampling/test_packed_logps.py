@@ -357,3 +357,55 @@ def test_the_plan_gives_shared_beginnings_one_slot_and_their_ancestry(monkeypatc
         keep, torch.tensor([0]), torch.zeros(3, dtype=torch.long), 2, (1.0, 1.0)
     )
     assert unshared.S == 9  # without the tokens no two rows share a slot
+
+
+def _system_prompt_batch(vocab: int = 97, G: int = 4):
+    """_batch's answers after prompts of 26 tokens that begin with the same 18 (a system prompt
+    and a chat template's header), the second prompt left-padded by 2 and so shifted right."""
+    prompt, prompt_mask, completion, completion_mask = _batch(vocab, G)
+    g = torch.Generator().manual_seed(5)
+    start = torch.randint(3, 60, (18,), generator=g)
+    tails = torch.randint(3, 60, (2, 8), generator=g)
+    tails[1, 0] = tails[0, 0] + 1  # the questions differ from their first token on
+    rows = [
+        torch.cat([start, tails[0]]),
+        torch.cat([torch.zeros(2, dtype=torch.long), start, tails[1, :6]]),
+    ]
+    prompt = torch.stack(rows).repeat_interleave(G, 0)  # (2G, 26)
+    prompt_mask = torch.ones_like(prompt)
+    prompt_mask[G:, :2] = 0
+    return prompt, prompt_mask, completion, completion_mask
+
+
+@pytest.mark.parametrize("packed", [True, False])
+@pytest.mark.parametrize("mode", ["full", "lora"])
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_a_system_prompt_shared_by_every_group_runs_once(monkeypatch, kind, mode, packed):
+    """Issue 28: the groups' prompts begin with the same 18 tokens; those run for one row and
+    every group reads their keys and values, in the packed route and in the one that runs each
+    row's answer after its group's prompt. Log-probs, entropies and every gradient (the shared
+    tokens' summed over the groups that read them) equal the model's own forward over each row."""
+    from grpo_desktop.engine.sampling import common_start
+
+    model = _model(kind, mode, "sdpa")
+    batch = _system_prompt_batch()
+    prompt, prompt_mask = batch[:2]
+    assert common_start.common_start(prompt, prompt_mask) == 18
+    weights = torch.randn(batch[3].shape, generator=torch.Generator().manual_seed(4))
+    expected = logps_and_grads(model, lambda: plain_logps(model, *batch, 0.9), weights)
+
+    monkeypatch.setattr(packing, "PACK_BELOW", 100.0 if packed else 0.0)
+    shapes = _spy_decoder(monkeypatch, model)
+    got = logps_and_grads(
+        model, lambda: token_logps(model, *batch, 0.9, with_entropy=True, chunk=6), weights
+    )
+    # The 18 shared tokens for one row; then each prompt's other 8 columns (the padded row's
+    # last 2 shared tokens among them); then the answers, packed or one row each.
+    assert shapes[:2] == [(1, 18), (2, 8)]
+    assert len(shapes) == 3 and shapes[2][0] == (2 if packed else 8)
+    assert torch.allclose(got[0], expected[0], atol=1e-5)
+    assert (got[0][batch[3] == 0] == 0).all()
+    assert torch.allclose(got[1], expected[1], atol=1e-5)
+    assert got[2].keys() == expected[2].keys() and len(got[2]) > 0
+    for name, grad in expected[2].items():
+        assert torch.allclose(got[2][name], grad, atol=1e-5), name

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from grpo_desktop.engine.ops.draw import nucleus
-from grpo_desktop.engine.sampling import sampler
+from grpo_desktop.engine.sampling import common_start, sampler
 from grpo_desktop.engine.sampling.rollout import generate_completions, tokenize_prompts
 from grpo_desktop.engine.sampling.sampler import sample_tokens
 
@@ -265,8 +265,8 @@ def test_common_start_counts_the_shared_beginning_after_each_rows_padding():
         ]
     )
     mask = (torch.arange(7) >= torch.tensor([[2], [0], [1]])).long()
-    assert sampler.common_start(ids, mask) == 3  # 5 6 7, wherever each row starts
-    assert sampler.common_start(ids[:1], mask[:1]) == 4  # one row: all but its last token
+    assert common_start.common_start(ids, mask) == 3  # 5 6 7, wherever each row starts
+    assert common_start.common_start(ids[:1], mask[:1]) == 4  # one row: all but its last token
 
 
 @pytest.mark.parametrize("groups", [1, 3])
@@ -281,8 +281,8 @@ def test_a_long_common_beginning_is_prefilled_once_with_the_same_tokens(
     texts = [f"{SYSTEM}<|user|>{q}<|end|><|assistant|>" for q in questions]
     ids, mask = tokenize_prompts(tok, texts, 128, torch.device("cpu"))
     ids, mask = ids.repeat_interleave(groups, 0), mask.repeat_interleave(groups, 0)
-    least = sampler.MIN_COMMON
-    assert sampler.common_start(ids, mask) >= least
+    least = common_start.MIN_COMMON
+    assert common_start.common_start(ids, mask) >= least
     shared = []
     real = sampler._prefill_common_start
     monkeypatch.setattr(
@@ -290,7 +290,7 @@ def test_a_long_common_beginning_is_prefilled_once_with_the_same_tokens(
     )
 
     def decode(min_common, greedy):
-        monkeypatch.setattr(sampler, "MIN_COMMON", min_common)
+        monkeypatch.setattr(common_start, "MIN_COMMON", min_common)
         torch.manual_seed(2)
         return generate_completions(
             model, tok, ids, mask, max_new_tokens=12, greedy=greedy, temperature=0.9
