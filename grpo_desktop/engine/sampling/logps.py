@@ -7,9 +7,9 @@ logits alive at any time are one chunk's (≈64 MiB) in the forward and the back
 batch; all of them would take 74 MiB per 128-token row at Qwen's 151,936-token vocabulary. Rows
 that repeat a prompt (a group's G rows) run it through the decoder once and share its keys and
 values (gradients flow back through the copy), the beginning that all the batch's prompts share
-(a system prompt, a chat template's header) once for all of them (common_start.py); where their
-answers' lengths differ enough, the
-answers then go through packed into one row after it, without padding (packing.py). Masked
+(a system prompt, a chat template's header) once for all of them (common_start.py); where
+their answers' lengths differ enough, the answers then go through packed into one row after it,
+without padding (packing.py). Masked
 completion positions (after the first EOS) get log-prob 0, entropy 0 and no gradient: the loss
 never reads them. A model whose logits are not `output_embeddings(decoder(x))` (soft-capped or
 scaled logits; checked once per model) is scored through its own forward, a few rows at a time,
