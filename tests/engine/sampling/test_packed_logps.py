@@ -409,3 +409,35 @@ def test_a_system_prompt_shared_by_every_group_runs_once(monkeypatch, kind, mode
     assert got[2].keys() == expected[2].keys() and len(got[2]) > 0
     for name, grad in expected[2].items():
         assert torch.allclose(got[2][name], grad, atol=1e-5), name
+
+
+def test_4bit_qlora_runs_the_shared_system_prompt_once(monkeypatch, tiny_model_dir):
+    """QLoRA on the CPU (bitsandbytes NF4 layers): the 18 tokens every prompt begins with run
+    for one row, with the log-probs and adapter gradients of running them in every group."""
+    from grpo_desktop.engine.config import TrainConfig
+    from grpo_desktop.engine.models.loading import load_policy
+    from grpo_desktop.engine.sampling import common_start
+
+    cfg = TrainConfig().replace(
+        model={"name_or_path": tiny_model_dir}, quantization={"mode": "4bit"}
+    )
+    model = load_policy(cfg).model.train()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)
+    batch = _system_prompt_batch(model.config.vocab_size)
+    weights = torch.randn(batch[3].shape, generator=torch.Generator().manual_seed(7))
+    results = []
+    for least in (10**9, common_start.MIN_COMMON):  # every group whole, then the start once
+        monkeypatch.setattr(common_start, "MIN_COMMON", least)
+        monkeypatch.setattr(packing, "PACK_BELOW", 100.0)
+        shapes = _spy_decoder(monkeypatch, model)
+        results.append(logps_and_grads(model, lambda: token_logps(model, *batch), weights))
+        monkeypatch.undo()
+        assert shapes[0] == ((2, 26) if least > 26 else (1, 18))
+    (whole, _, whole_grads), (once, _, once_grads) = results
+    assert torch.allclose(once, whole, atol=1e-5)
+    assert whole_grads and whole_grads.keys() == once_grads.keys()
+    for name, grad in whole_grads.items():
+        assert torch.allclose(once_grads[name], grad, atol=1e-5), name
