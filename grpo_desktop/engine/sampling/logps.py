@@ -9,12 +9,11 @@ that repeat a prompt (a group's G rows) run it through the decoder once and shar
 values (gradients flow back through the copy), the beginning that all the batch's prompts share
 (a system prompt, a chat template's header) once for all of them (common_start.py); where
 their answers' lengths differ enough, the answers then go through packed into one row after it,
-without padding (packing.py). Masked
-completion positions (after the first EOS) get log-prob 0, entropy 0 and no gradient: the loss
-never reads them. A model whose logits are not `output_embeddings(decoder(x))` (soft-capped or
-scaled logits; checked once per model) is scored through its own forward, a few rows at a time,
-its logits memory growing with the vocabulary again. Does not sample (rollout.py) or compute
-losses (grpo/loss.py).
+without padding (packing.py). Masked completion positions (after the first EOS) get log-prob 0,
+entropy 0 and no gradient: the loss never reads them. A model whose logits are not
+`output_embeddings(decoder(x))` (soft-capped or scaled logits; checked once per model) is scored
+through its own forward, a few rows at a time, its logits memory growing with the vocabulary
+again. Does not sample (rollout.py) or compute losses (grpo/loss.py).
 
 Try it: tests/engine/ops/test_fused_logps.py, tests/engine/sampling/test_packed_logps.py.
 """
