@@ -209,21 +209,25 @@ def test_a_sliding_window_is_not_packed():
     assert token_costs(qwen.model) is not None
 
 
-def test_4bit_qlora_packs_with_the_padded_values(monkeypatch, tiny_model_dir):
-    """QLoRA on the CPU (bitsandbytes NF4 layers, LoRA in float32): packed and padded passes
-    give the same log-probs and adapter gradients."""
+def _qlora_model(folder: str):
+    """The tiny model loaded as the app loads QLoRA (4-bit NF4 base, LoRA), in training mode,
+    its lora_B drawn away from 0 so the adapters' gradients are not hidden."""
     from grpo_desktop.engine.config import TrainConfig
     from grpo_desktop.engine.models.loading import load_policy
 
-    cfg = TrainConfig().replace(
-        model={"name_or_path": tiny_model_dir}, quantization={"mode": "4bit"}
-    )
-    policy = load_policy(cfg)
-    model = policy.model.train()
+    cfg = TrainConfig().replace(model={"name_or_path": folder}, quantization={"mode": "4bit"})
+    model = load_policy(cfg).model.train()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "lora_B" in name:
                 p.normal_(0, 0.1)
+    return model
+
+
+def test_4bit_qlora_packs_with_the_padded_values(monkeypatch, tiny_model_dir):
+    """QLoRA on the CPU (bitsandbytes NF4 layers, LoRA in float32): packed and padded passes
+    give the same log-probs and adapter gradients."""
+    model = _qlora_model(tiny_model_dir)
     batch = _batch(model.config.vocab_size)
     weights = torch.randn(batch[3].shape, generator=torch.Generator().manual_seed(5))
     results = []
@@ -414,18 +418,9 @@ def test_a_system_prompt_shared_by_every_group_runs_once(monkeypatch, kind, mode
 def test_4bit_qlora_runs_the_shared_system_prompt_once(monkeypatch, tiny_model_dir):
     """QLoRA on the CPU (bitsandbytes NF4 layers): the 18 tokens every prompt begins with run
     for one row, with the log-probs and adapter gradients of running them in every group."""
-    from grpo_desktop.engine.config import TrainConfig
-    from grpo_desktop.engine.models.loading import load_policy
     from grpo_desktop.engine.sampling import common_start
 
-    cfg = TrainConfig().replace(
-        model={"name_or_path": tiny_model_dir}, quantization={"mode": "4bit"}
-    )
-    model = load_policy(cfg).model.train()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0, 0.1)
+    model = _qlora_model(tiny_model_dir)
     batch = _system_prompt_batch(model.config.vocab_size)
     weights = torch.randn(batch[3].shape, generator=torch.Generator().manual_seed(7))
     results = []
