@@ -34,6 +34,7 @@ from grpo_desktop.engine.errors import ModelError
 from grpo_desktop.engine.models.gguf_info import is_gguf_file, read_gguf_info
 from grpo_desktop.engine.models.local_models import ollama_model_file
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission, check_permission, code_hint
+from grpo_desktop.engine.ops.adapters import adapters_off
 from grpo_desktop.engine.ops.bf16_products import bf16_products
 from grpo_desktop.engine.ops.kernels import checkpoint_contexts
 
@@ -58,7 +59,7 @@ class Policy:
     def reference(self):
         """Yield the module that computes reference log-probs (adapter off, or the frozen copy)."""
         if self.uses_lora:
-            with self.model.disable_adapter():
+            with adapters_off(self.model):
                 yield self.model
         elif self.ref_model is not None:
             yield self.ref_model

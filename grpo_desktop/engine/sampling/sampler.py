@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from grpo_desktop.engine.ops.adapters import adapters_off
 from grpo_desktop.engine.ops.draw import draw, nucleus
 from grpo_desktop.engine.ops.fused_head import sampling_entropy
 from grpo_desktop.engine.ops.host_memory import DecodeTrim
@@ -437,7 +438,7 @@ def lora_merged(model, *, half: bool | None = None) -> Iterator[None]:
                 originals.append((weight, weight.data))
                 weight.data = (weight.data.float() + delta.float()).to(weight.dtype)  # (out, in)
                 del delta
-        with model.disable_adapter():
+        with adapters_off(model):
             yield
     finally:
         for weight, data in originals:

@@ -27,6 +27,7 @@ from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.errors import UserError
 from grpo_desktop.engine.models.loading import Policy, load_policy
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission
+from grpo_desktop.engine.ops.adapters import adapters_off
 from grpo_desktop.engine.ops.host_memory import collect_cycles
 from grpo_desktop.engine.runs import checkpoint as ckpt
 from grpo_desktop.engine.runs.layout import list_checkpoints
@@ -131,7 +132,7 @@ class ModelVariants:
         if variant.weights is None:  # the base model
             model = self.base.model
             if self.base.uses_lora:
-                with model.disable_adapter():
+                with adapters_off(model):
                     yield model
             else:
                 yield model
