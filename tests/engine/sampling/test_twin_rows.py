@@ -39,8 +39,11 @@ def _assert_same_answers(alone, twinned, pad):
         if ends:
             live[i, ends[0] :] = False
     # A history's logits come from products over other rows than without twins, which may
-    # round differently in the last bits (the tokens are the same): entropies to float32 rounding.
-    assert torch.allclose(entropy[live], alone[1][live], rtol=1e-5, atol=1e-6)
+    # round differently in the last bits (the tokens are the same), and the keys and values
+    # cached from them carry that into later steps: entropies to float32 rounding compounded
+    # over the answer (at most 1.6e-5, 5e-5 relative, on an Intel Xeon whose MKL takes other
+    # kernels for other row counts; 1e-6 on an AMD EPYC).
+    assert torch.allclose(entropy[live], alone[1][live], rtol=1e-4, atol=2e-5)
 
 
 @pytest.mark.parametrize(
