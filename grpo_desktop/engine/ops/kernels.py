@@ -148,7 +148,10 @@ class _OneDnnLinear(torch.autograd.Function):
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
         x2 = x.reshape(-1, x.size(-1))  # (M, K)
-        return _product(x2, weight, bias).view(*x.shape[:-1], weight.size(0))  # (..., N)
+        out = _product(x2, weight, bias)  # (M, N)
+        # A 2-D product is returned as it is, not as a view: a LoRA layer adds its adapter into
+        # it in place (lora_product.py), which autograd forbids on a custom Function's view.
+        return out if x.dim() == 2 else out.view(*x.shape[:-1], weight.size(0))  # (..., N)
 
     @staticmethod
     def backward(ctx, grad):

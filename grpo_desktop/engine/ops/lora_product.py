@@ -6,9 +6,13 @@ the sum), and in the backward one more scaled copy of the output's gradient. At 
 token counts those passes over a (tokens, out) tensor cost about as much as the frozen base
 product itself on the CPU (2,288 tokens, 256 → 688 on 2 cores: base 4.3 ms, peft's forward
 7.7 ms, one `addmm` 5.3 ms). `fused_lora(model)` runs each plain LoRA layer as
-`addmm(result, lora_A(dropout(x)), lora_Bᵀ, alpha=scaling)` while its block is open: the same
+`result.addmm_(lora_A(dropout(x)), lora_Bᵀ, alpha=scaling)` while its block is open: the same
 function and gradient, with one rounding fewer where the library fuses the scaling into the sum
-(bit-identical with MKL here; the tests compare against peft's forward to float rounding).
+(bit-identical with MKL here; the tests compare against peft's forward to float rounding). The
+sum goes into the base product's new output in place: an out-of-place `addmm` first copies that
+(tokens, out) result, 12 of the 385 ms of a 1-thread forward and backward of bench/vs_trl.py's
+3M model (bench/README.md, "Session 22"). A result that is a view (a custom Function's output,
+which autograd forbids changing) gets the out-of-place sum.
 
 Only layers it can compute exactly are swapped: peft's `lora.Linear` with one active adapter,
 not merged, no DoRA or other variant, no bias on lora_B, a plain `nn.Linear` base. A call it does
@@ -70,13 +74,16 @@ def _fused_forward(layer, name: str, peft_forward):
             return peft_forward(x, *args, **kwargs)
         if not (x.dtype == A.weight.dtype == B.weight.dtype == layer.base_layer.weight.dtype):
             return peft_forward(x, *args, **kwargs)
-        result = layer.base_layer(x)  # (..., out)
-        h = A(dropout(x))  # (..., r)
-        out = torch.addmm(
-            result.reshape(-1, result.size(-1)), h.reshape(-1, h.size(-1)), B.weight.t(),
-            alpha=scaling,
-        )  # (tokens, out)  # fmt: skip
-        return out.view(result.shape)
+        x2 = x.reshape(-1, x.size(-1))  # (tokens, in)
+        result = layer.base_layer(x2)  # (tokens, out): a new tensor, no view of another
+        h = A(dropout(x2))  # (tokens, r)
+        if result._is_view():  # e.g. made by a custom Function: autograd forbids changing it
+            result = torch.addmm(result, h, B.weight.t(), alpha=scaling)  # (tokens, out)
+        else:
+            # In place: the base product's backward keeps its input and weight, never its
+            # output, so the adapter is summed into it without a copy of the result first.
+            result.addmm_(h, B.weight.t(), alpha=scaling)  # (tokens, out)
+        return result.view(*x.shape[:-1], result.size(-1))  # (..., out)
 
     return forward
 

@@ -21,7 +21,9 @@ def _lora_model(tiny_model_dir, **extra):
 
     torch.manual_seed(0)
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    ids = torch.randint(3, base.config.vocab_size, (2, 9), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(
+        3, base.config.vocab_size, (2, 9), generator=torch.Generator().manual_seed(1)
+    )
     with torch.no_grad():
         base_logits = base(input_ids=ids).logits  # (2, 9, V)
     config = LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", **extra)

@@ -62,20 +62,20 @@ def test_the_block_swaps_peft_layers_only_inside_it_and_restores_them_after_an_e
     layers = _plain_lora_layers(model)
     assert layers and all("forward" not in vars(layer) for layer in layers)
     calls = []
-    original = torch.addmm
+    original = torch.Tensor.addmm_
 
     def spy(*args, **kwargs):
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(torch, "addmm", spy)
+    monkeypatch.setattr(torch.Tensor, "addmm_", spy)
     with pytest.raises(RuntimeError, match="inside"), fused_lora(model):
         assert all("forward" in vars(layer) for layer in layers)
         model(input_ids=_ids(model))
         raise RuntimeError("an error inside the block")
     inside = len(calls)
     model(input_ids=_ids(model))
-    assert inside == len(layers)  # one addmm per adapted layer and forward
+    assert inside == len(layers)  # one in-place addmm per adapted layer and forward
     assert len(calls) == inside  # none after the block: peft's own forward again
     assert all("forward" not in vars(layer) for layer in layers)
 
@@ -116,3 +116,46 @@ def test_layers_it_cannot_compute_exactly_are_left_to_peft(tiny_model_dir):
     biased = _lora_model(tiny_model_dir, lora_bias=True)
     assert _plain_lora_layers(biased) == []
     assert _plain_lora_layers(_lora_model(tiny_model_dir))  # the same model without them
+
+
+class _ViewOut(torch.autograd.Function):
+    """A base product whose output is a view made inside a custom Function, which autograd
+    forbids changing in place (oneDNN's product returned such views for 3-D inputs)."""
+
+    @staticmethod
+    def forward(ctx, x, weight):
+        ctx.save_for_backward(x, weight)
+        out = x @ weight.t()  # (tokens, out)
+        return out.view(out.shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        return grad @ weight, grad.t() @ x
+
+
+def test_the_adapter_is_summed_in_place_except_into_a_view(tiny_model_dir, monkeypatch):
+    model = _lora_model(tiny_model_dir)
+    ids = _ids(model)
+    want_logits, want_grads = _logits_and_grads(model, ids)
+    in_place = []
+    original = torch.Tensor.addmm_
+
+    def spy(self, *args, **kwargs):
+        in_place.append(self.shape)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "addmm_", spy)
+    with fused_lora(model):
+        _logits_and_grads(model, ids)
+    assert len(in_place) == len(_plain_lora_layers(model))  # a plain product's new tensor
+    in_place.clear()
+    for layer in _plain_lora_layers(model):  # every base product now a custom Function's view
+        base = layer.base_layer
+        monkeypatch.setattr(base, "forward", lambda x, base=base: _ViewOut.apply(x, base.weight))
+    with fused_lora(model):
+        got_logits, got_grads = _logits_and_grads(model, ids)
+    assert in_place == []
+    torch.testing.assert_close(got_logits, want_logits, rtol=1e-5, atol=1e-5)
+    for name in want_grads:
+        torch.testing.assert_close(got_grads[name], want_grads[name], rtol=1e-4, atol=1e-5)
