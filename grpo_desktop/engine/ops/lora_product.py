@@ -11,7 +11,7 @@ function and gradient, with one rounding fewer where the library fuses the scali
 (bit-identical with MKL here; the tests compare against peft's forward to float rounding). The
 sum goes into the base product's new output in place: an out-of-place `addmm` first copies that
 (tokens, out) result, 12 of the 385 ms of a 1-thread forward and backward of bench/vs_trl.py's
-3M model (bench/README.md, "Session 22"). A result that is a view (a custom Function's output,
+3M model (bench/README.md, session 22). A result that is a view (a custom Function's output,
 which autograd forbids changing) gets the out-of-place sum.
 
 Only layers it can compute exactly are swapped: peft's `lora.Linear` with one active adapter,
