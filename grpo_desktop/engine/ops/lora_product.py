@@ -10,7 +10,7 @@ product itself on the CPU (2,288 tokens, 256 → 688 on 2 cores: base 4.3 ms, pe
 function and gradient, with one rounding fewer where the library fuses the scaling into the sum
 (bit-identical with MKL here; the tests compare against peft's forward to float rounding). The
 sum goes into the base product's new output in place: an out-of-place `addmm` first copies that
-(tokens, out) result, 12 of the 385 ms of a 1-thread forward and backward of bench/vs_trl.py's
+(tokens, out) result, 12 of the 397 ms of a 1-thread forward and backward of bench/vs_trl.py's
 3M model (bench/README.md, session 22). A result that is a view (a custom Function's output,
 which autograd forbids changing) gets the out-of-place sum.
 
