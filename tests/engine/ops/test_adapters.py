@@ -2,8 +2,8 @@
 inside, the base model's logits and no trainable adapter, exactly as peft's disable_adapter();
 on exit (also after an error) every layer and requires_grad flag as before; a model already
 switched off stays off; where switching is not the whole story (some layers on and some off, a
-trained bias) peft's own context runs, its warning included. And the training step reaches the
-reference through it."""
+trained bias) peft's own context runs, its warning included. And a LoRA policy's reference is
+its base model."""
 
 from __future__ import annotations
 
@@ -93,9 +93,10 @@ def test_where_switching_is_not_the_whole_story_pefts_context_runs(tiny_model_di
     layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
     layers[0].enable_adapters(False)  # some layers on, some off
     assert _switches(model) is None
-    with warnings.catch_warnings(record=True) as caught, adapters_off(model):
-        warnings.simplefilter("always")
-        assert all(layer.disable_adapters for layer in layers)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # before the block: peft warns on entering it
+        with adapters_off(model):
+            assert all(layer.disable_adapters for layer in layers)
     assert any("enabled and others that are disabled" in str(w.message) for w in caught)
     biased, _, _ = _lora_model(tiny_model_dir, bias="lora_only")
     assert _switches(biased) is None  # a trained bias stays on: peft warns about it
