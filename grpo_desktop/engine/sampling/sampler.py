@@ -29,7 +29,7 @@ import torch
 
 from grpo_desktop.engine.ops.adapters import adapters_off
 from grpo_desktop.engine.ops.draw import draw, nucleus
-from grpo_desktop.engine.ops.fused_head import sampling_entropy
+from grpo_desktop.engine.ops.fused_head import probs_entropy, sampling_entropy
 from grpo_desktop.engine.ops.host_memory import DecodeTrim
 from grpo_desktop.engine.ops.kernels import fast_linear
 from grpo_desktop.engine.sampling.common_start import prompt_pass
@@ -197,7 +197,7 @@ def _next_tokens(
         logits = nucleus(logits, top_p)  # (N, V)
     probs = torch.softmax(logits, dim=-1)  # (N, V)
     if entropy is not None:
-        torch.sum(torch.special.entr(probs), dim=-1, out=entropy)  # (N,) −Σ p log p
+        probs_entropy(probs, entropy)  # (N,) −Σ p log p
     return _draw(probs, rows)  # (N,)
 
 

@@ -262,3 +262,30 @@ def test_float32_master_weights_score_the_head_under_the_models_autocast(tiny_mo
     theirs = [error(expected[2], name) for name in reference[2]]
     assert max(ours) < 0.02 and sum(ours) <= 1.05 * sum(theirs)
     assert all(a <= 1.25 * b for a, b in zip(ours, theirs))
+
+
+@pytest.mark.parametrize("vocab", [107, 49_152])
+def test_probs_entropy_is_torchs_entr_sum_and_counts_a_zero_probability_as_zero(vocab):
+    # The sampler's entropy (session 23): clamp, log, product and sum in place of torch's
+    # unvectorised special.entr on the CPU; the same numbers to float rounding, written into the
+    # column it is given, and 0 · log 0 counted 0 (a masked token, an underflowed probability).
+    from grpo_desktop.engine.ops.fused_head import probs_entropy
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(6, vocab, generator=g) * 4  # (N, V)
+    logits[0, : vocab // 2] = float("-inf")  # probabilities of exactly 0
+    logits[1] = -1e4
+    logits[1, 3] = 0.0  # one token takes all: entropy 0
+    probs = torch.softmax(logits, dim=-1)  # (N, V)
+    assert bool((probs == 0).any())
+    expected = torch.special.entr(probs.double()).sum(-1)  # (N,) in float64
+    buffer = torch.full((6, 3), -1.0)  # the sampler writes one column of its (N, C) buffer
+    out = probs_entropy(probs, buffer[:, 1])
+    assert out.data_ptr() == buffer[:, 1].data_ptr()
+    assert bool(torch.isfinite(buffer[:, 1]).all())
+    assert torch.allclose(buffer[:, 1].double(), expected, rtol=1e-5, atol=1e-6)
+    assert buffer[1, 1].item() == 0.0
+    assert bool((buffer[:, [0, 2]] == -1.0).all())  # the other columns untouched
+    reference = torch.empty(6)
+    torch.sum(torch.special.entr(probs), dim=-1, out=reference)  # what the sampler computed before
+    assert torch.allclose(buffer[:, 1], reference, rtol=1e-5, atol=1e-6)
