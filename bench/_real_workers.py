@@ -85,6 +85,9 @@ class RealRun:
     format_credit: str = _STARTER_REWARDS["format_credit"]
     seed: int = 0
     threads: int = 0  # 0: torch's default
+    # Ours only (model.sampling_precision): "bfloat16" rounds the decode's products
+    # (engine/sampling/precision.py); TRL samples with its float32 model either way.
+    sampling_precision: str = "same"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -104,7 +107,12 @@ def our_config(s: RealRun) -> Any:
     from grpo_desktop.engine.config import TrainConfig
 
     return TrainConfig().replace(
-        model={"name_or_path": s.model, "dtype": "float32", "device": "cpu"},
+        model={
+            "name_or_path": s.model,
+            "dtype": "float32",
+            "device": "cpu",
+            "sampling_precision": s.sampling_precision,
+        },
         lora={"enabled": True, "r": s.lora_r, "alpha": s.lora_alpha, "dropout": 0.0},
         data={
             "source": "task",

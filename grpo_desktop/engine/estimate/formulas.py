@@ -86,6 +86,7 @@ class Settings:
     checkpointing: bool
     micro_batch: int  # 0 = auto
     top_p: float = 1.0  # < 1: the sampler finds each row's nucleus at every token
+    sampling_bf16: bool = False  # model.sampling_precision "bfloat16": the decode's weight copies
 
     @classmethod
     def from_config(cls, cfg, dtype: str, prompt_tokens: int) -> Settings:
@@ -105,6 +106,7 @@ class Settings:
             checkpointing=cfg.model.gradient_checkpointing,
             micro_batch=a.micro_batch_size,
             top_p=a.top_p,
+            sampling_bf16=cfg.model.sampling_precision == "bfloat16",
         )
 
     @property
@@ -186,7 +188,9 @@ def sampling_other_bytes(shape: ModelShape, p: Params, s: Settings, device_kind:
     """The sampling phase's other memory: float32 logits of the rows (about four copies: the
     head's output, its float32 copy, the scaled logits, the softmax), the prefill's activations
     for one layer at a time, and with LoRA on float32 CPU weights the merged copy of the
-    decoder's projections (engine/sampling/sampler.py's lora_merged)."""
+    decoder's projections (engine/sampling/sampler.py's lora_merged); with bfloat16 sampling on
+    float32 CPU weights, the decode's bfloat16 copy of every product's weight (assumed made: the
+    estimate does not know whether this CPU multiplies bfloat16 natively)."""
     logits = 4 * s.rows * shape.vocab * 4
     P = s.prompt_tokens
     prefill = s.B * P * (4 * shape.hidden + 3 * shape.intermediate) * s.dtype_bytes
@@ -194,7 +198,11 @@ def sampling_other_bytes(shape: ModelShape, p: Params, s: Settings, device_kind:
     merged = p.linear * 4 if (s.lora and s.quant == "none" and device_kind == "cpu") else 0
     if s.dtype_bytes < 4:
         merged = 0
-    return int(logits + prefill + merged)
+    rounded = 0
+    if s.sampling_bf16 and s.quant == "none" and device_kind == "cpu" and s.dtype_bytes == 4:
+        head = p.embedding if p.tied else p.output
+        rounded = (p.linear + head) * 2  # engine/sampling/decode.py's _Rounding
+    return int(logits + prefill + merged + rounded)
 
 
 def pass_rows(shape: ModelShape, p: Params, s: Settings, dev: Device, resident: int) -> int:

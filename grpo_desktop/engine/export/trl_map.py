@@ -208,6 +208,11 @@ MAPPED: tuple[Mapped, ...] = (
 
 UNMAPPED: tuple[Unmapped, ...] = (
     Unmapped(
+        "model.sampling_precision",
+        "TRL samples with the model it trains, in the model's own precision (float32 on a CPU); "
+        "with vLLM, in the vLLM server's.",
+    ),
+    Unmapped(
         "algorithm.std_type",
         "TRL always divides by the sample standard deviation (÷ (G − 1)); the app's default "
         "population std (÷ G) gives advantages smaller by √((G − 1) / G).",

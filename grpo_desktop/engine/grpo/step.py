@@ -28,6 +28,7 @@ from grpo_desktop.engine.grpo.loss import compute_advantages, group_has_spread, 
 from grpo_desktop.engine.grpo.update_threads import UpdateThreads, pass_work
 from grpo_desktop.engine.ops.lora_product import fused_lora
 from grpo_desktop.engine.rewards.functions import RewardBatch, RewardSet
+from grpo_desktop.engine.sampling.precision import decode_dtype
 from grpo_desktop.engine.sampling.rollout import (
     Completions,
     generate_completions,
@@ -107,6 +108,7 @@ def sample_groups(policy, examples: list[Example], cfg: TrainConfig, rewards: Re
         top_p=a.top_p,
         min_new_tokens=a.min_completion_length,
         with_entropy=True,  # the step's entropy metric, without a pass over every row for it
+        decode_dtype=decode_dtype(cfg.model.sampling_precision, policy.device, policy.dtype),
     )
     t1 = time.perf_counter()
     problems = [ex.problem for ex in examples for _ in range(G)]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from grpo_desktop.engine.ops.host_memory import release_free_heap
 from grpo_desktop.engine.ops.kernels import product_for
 from grpo_desktop.engine.sampling import decode_script
 
@@ -99,21 +100,68 @@ def _joined(linears) -> tuple[torch.Tensor, torch.Tensor | None]:
     tests hold the tokens to the forward's), in one call instead of several. A copy: the
     training step may change the weights after this call."""
     weight = torch.cat([lin.weight for lin in linears])  # (out, in)
+    return weight, _joined_bias(linears)
+
+
+def _joined_bias(linears) -> torch.Tensor | None:
+    """The biases of `linears` side by side (sum of outs,), zeros for those without; None when
+    none has one."""
     if all(lin.bias is None for lin in linears):
-        return weight, None
+        return None
     biases = [
         lin.bias if lin.bias is not None else lin.weight.new_zeros(lin.weight.size(0))
         for lin in linears
     ]
-    return weight, torch.cat(biases)  # (out,)
+    return torch.cat(biases)  # (out,)
+
+
+class _Rounding:
+    """bfloat16 sampling's copies of the weights (sampling/precision.py), all in one buffer. One
+    allocation of the model's size is served from its own mapping (over the mmap threshold
+    engine/ops/host_memory.py pins) and given back whole when the decode ends; hundreds of
+    separate copies would leave holes in the heap that the update's tensors then fit around
+    (SmolLM2-135M: a step's peak RSS +690 MB with separate copies)."""
+
+    def __init__(self, dtype: torch.dtype, linears) -> None:
+        self.dtype = dtype
+        self.buffer = torch.empty(sum(lin.weight.numel() for lin in linears), dtype=dtype)
+        self.used = 0
+
+    def needed(self, linears) -> bool:
+        return any(lin.weight.dtype != self.dtype for lin in linears)
+
+    def copy(self, linears) -> torch.Tensor:
+        """The weights of `linears` rounded and stacked (sum of outs, in), a view of the buffer."""
+        rows, cols = sum(lin.weight.size(0) for lin in linears), linears[0].weight.size(1)
+        out = self.buffer[self.used : self.used + rows * cols].view(rows, cols)  # (out, in)
+        self.used += rows * cols
+        start = 0
+        for lin in linears:
+            out[start : start + lin.weight.size(0)].copy_(lin.weight)  # rounded to the dtype
+            start += lin.weight.size(0)
+        return out
+
+
+def _rounded_product(x: torch.Tensor, weight: torch.Tensor, bias) -> torch.Tensor:
+    """x (N, in) float32 · weight (out, in) in a lower precision: x rounded to the weight's
+    dtype, the product accumulated in float32 by the library and returned in float32 (N, out),
+    a float32 bias added after (sampling/precision.py)."""
+    out = F.linear(x.to(weight.dtype), weight).float()  # (N, out)
+    return out if bias is None else out.add_(bias)
 
 
 class _Product:
     """x -> the outputs of several nn.Linear of one input side by side (N, sum of outs): one
     product of their joined weights where `join`, else one per layer and a concatenation (a
-    large model's weights are not copied: its step is its products anyway)."""
+    large model's weights are not copied: its step is its products anyway). With `rounding`
+    (bfloat16 sampling) one product on the rounded copy of their weights, joined always (the
+    copy is made anyway)."""
 
-    def __init__(self, linears, rows: int, join: bool) -> None:
+    def __init__(self, linears, rows: int, join: bool, rounding: _Rounding | None = None) -> None:
+        if rounding is not None and rounding.needed(linears):
+            self.parts = [(rounding.copy(linears), _joined_bias(linears))]
+            self.fns = [_rounded_product]
+            return
         if join and len(linears) > 1:
             self.parts = [_joined(linears)]
         else:
@@ -142,12 +190,12 @@ class _Step:
     """One layer as a decode step runs it: q, k and v in one product (and gate with up) when
     `join`, the norms as one call each, q and k rotated together."""
 
-    def __init__(self, layer: _Layer, rows: int, join: bool) -> None:
+    def __init__(self, layer: _Layer, rows: int, join: bool, rounding: _Rounding | None) -> None:
         self.input_norm, self.post_norm = _rms_norm(layer.input_norm), _rms_norm(layer.post_norm)
-        self.qkv = _Product([layer.q, layer.k, layer.v], rows, join)
-        self.o = _Product([layer.o], rows, join)
-        self.gate_up = _Product([layer.gate, layer.up], rows, join)
-        self.down = _Product([layer.down], rows, join)
+        self.qkv = _Product([layer.q, layer.k, layer.v], rows, join, rounding)
+        self.o = _Product([layer.o], rows, join, rounding)
+        self.gate_up = _Product([layer.gate, layer.up], rows, join, rounding)
+        self.down = _Product([layer.down], rows, join, rounding)
         self.width = layer.gate.weight.size(0)  # F, the MLP's inner width
         self.act = F.silu if _is_silu(layer.act) else layer.act
         self.scaling = layer.scaling
@@ -170,7 +218,9 @@ class LeanDecoder:
     values written in place into buffers per layer (keys transposed): about a third of the calls
     of the modules' own code, the same arithmetic (bench/decode_floor.py measures it)."""
 
-    def __init__(self, base, layers: list[_Layer], cache, capacity: int) -> None:
+    def __init__(
+        self, base, layers: list[_Layer], cache, capacity: int, dtype: torch.dtype | None = None
+    ) -> None:
         inner = base.model
         self.embed_w = inner.embed_tokens.weight
         self.rotary = inner.rotary_emb
@@ -198,8 +248,17 @@ class LeanDecoder:
             lin for layer in layers for lin in (layer.q, layer.k, layer.v, layer.gate, layer.up)
         ]
         copies = sum(lin.weight.numel() * lin.weight.element_size() for lin in joined)
-        self.steps = [_Step(layer, N, copies <= JOIN_LIMIT) for layer in layers]
-        self.head = _Product([self.lm_head], N, False)
+        rounding = None
+        if dtype is not None:  # bfloat16 sampling: every weight rounded, in one buffer
+            release_free_heap()
+            rounding = _Rounding(dtype, [lin for x in layers for lin in x.linears] + [self.lm_head])
+        self.steps = [_Step(layer, N, copies <= JOIN_LIMIT, rounding) for layer in layers]
+        self.head = _Product([self.lm_head], N, False, rounding)
+        # bfloat16 sampling (sampling/precision.py): whether any product runs on rounded copies
+        self.rounded = any(
+            p.fns[0] is _rounded_product
+            for p in [self.head] + [q for s in self.steps for q in (s.qkv, s.o, s.gate_up, s.down)]
+        )
         products = [self.head] + [p for s in self.steps for p in (s.qkv, s.o, s.gate_up, s.down)]
         self.products = {(id(p), i): fn for p in products for i, fn in enumerate(p.fns)}
         self.length = self.prompt = 0  # positions filled (prompt + tokens fed), prompt length
@@ -361,9 +420,12 @@ def supported_model(model):
     return base, inner
 
 
-def lean_decoder(model, cache, capacity: int) -> LeanDecoder | None:
+def lean_decoder(
+    model, cache, capacity: int, dtype: torch.dtype | None = None
+) -> LeanDecoder | None:
     """A LeanDecoder continuing from `cache` (the prefill's, every row expanded) with room for
-    `capacity` positions in all, or None when this model is not one it can run exactly."""
+    `capacity` positions in all, or None when this model is not one it can run exactly.
+    `dtype` (bfloat16 sampling, sampling/precision.py): its products on weights rounded to it."""
     found = supported_model(model)
     if found is None:
         return None
@@ -387,4 +449,4 @@ def lean_decoder(model, cache, capacity: int) -> LeanDecoder | None:
             return None
         if {kv[0].dtype, kv[1].dtype} != {inner.embed_tokens.weight.dtype}:  # under autocast
             return None
-    return LeanDecoder(base, layers, cache, capacity)
+    return LeanDecoder(base, layers, cache, capacity, dtype)

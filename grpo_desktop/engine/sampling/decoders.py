@@ -108,6 +108,8 @@ class LeanDecode(Decoder):
 
     def __init__(self, lean: LeanDecoder, attention: torch.Tensor, positions: torch.Tensor) -> None:
         self.lean = lean
+        if lean.rounded:  # bfloat16 sampling (sampling/precision.py)
+            self.name = "lean (bfloat16)"
         lean.start(attention, positions)  # (N, P) prompts' mask, (N, 1) the first new position
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

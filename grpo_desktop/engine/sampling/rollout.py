@@ -207,11 +207,13 @@ def generate_completions(
     min_new_tokens: int = 0,
     on_token: Callable[[int, torch.Tensor], bool | None] | None = None,
     with_entropy: bool = False,
+    decode_dtype: torch.dtype | None = None,
 ) -> Completions:
     """Sample one completion per row of prompt_ids (repeat prompts G times before calling).
     `on_token(t, tokens)`: see sampler.sample_tokens (streaming, and False to stop early; models
     that fall back to `generate` report their tokens only at the end). `with_entropy`: also each
-    token's sampling entropy (Completions.entropy; None on `generate`'s fallback)."""
+    token's sampling entropy (Completions.entropy; None on `generate`'s fallback).
+    `decode_dtype`: bfloat16 sampling (sampling/precision.py; the lean CPU decode only)."""
     was_training = model.training
     model.eval()
     eos_id, pad_id = stop_ids(model, tokenizer), tokenizer.pad_token_id
@@ -234,6 +236,7 @@ def generate_completions(
                     pad_id=pad_id,
                     on_token=on_token,
                     entropy=entropy,
+                    decode_dtype=decode_dtype,
                     **args,
                 )  # (N, C')
             except TypeError:  # a forward without position_ids / logits_to_keep: use generate

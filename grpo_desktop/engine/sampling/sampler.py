@@ -79,6 +79,7 @@ def sample_tokens(
     min_new_tokens: int = 0,
     on_token: Callable[[int, torch.Tensor], bool | None] | None = None,
     entropy: list | None = None,
+    decode_dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """Completion ids (N, C) with C ≤ max_new_tokens; a row ends at its first `eos_id` (any of
     them when a list) and is padded with pad_id after it. `on_token(t, tokens)` is called with
@@ -87,7 +88,9 @@ def sample_tokens(
     `entropy`: a list to append the (N, C) float32 entropies of the distributions each token
     was drawn from (softmax of logits / temperature, before top-p and before min_new_tokens
     holds EOS back: what the log-prob pass's entropy measures) to; after a row's end they mean
-    nothing (generate_completions zeroes them with the completion mask)."""
+    nothing (generate_completions zeroes them with the completion mask). `decode_dtype`: the
+    lean CPU decode's products on weights rounded to it (bfloat16 sampling, precision.py); the
+    prefill, and so each row's first token, stays exact."""
     N = prompt_ids.size(0)
     device = prompt_ids.device
     stops = torch.tensor([eos_id] if isinstance(eos_id, int) else eos_id, device=device)  # (S,)
@@ -98,7 +101,7 @@ def sample_tokens(
     runs = prompt_runs(prompt_ids, attention)  # the rows that repeat a prompt, or None
     with fast_linear(device):
         logits, cache = _prefill(model, prompt_ids, attention, positions, runs)  # (N, V)
-    decoder = _decoder(model, cache, attention, positions, max_new_tokens)
+    decoder = _decoder(model, cache, attention, positions, max_new_tokens, decode_dtype)
     del cache  # the decoder holds what it needs of the prefill's keys and values
     # Rows with the same prompt and the same tokens so far are stepped once (twin_rows.py).
     twins = None
@@ -247,7 +250,9 @@ class _LiveRows:
         self.index = kept if self.index is None else self.index.index_select(0, kept)
 
 
-def _decoder(model, cache, attention, positions, max_new_tokens: int) -> Decoder:
+def _decoder(
+    model, cache, attention, positions, max_new_tokens: int, dtype: torch.dtype | None = None
+) -> Decoder:
     """This call's decode path (decoders.py), continuing from the prefill's `cache` and the
     prompts' `attention` and `positions` (N, P): the fixed-shape step where STATIC_DECODE asks
     for it (with a CUDA graph on CUDA), else the lean CPU step where LEAN_DECODE allows, else the
@@ -261,7 +266,7 @@ def _decoder(model, cache, attention, positions, max_new_tokens: int) -> Decoder
         if static is not None:
             return StaticDecode(model, GraphedDecode(static), cache, attention)
     if LEAN_DECODE:
-        lean = lean_decoder(model, cache, capacity)
+        lean = lean_decoder(model, cache, capacity, dtype)
         if lean is not None:
             # the prefill's keys and values copied into it; the first new token's positions
             return LeanDecode(lean, attention, positions[:, -1:] + 1)

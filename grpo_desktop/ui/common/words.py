@@ -20,6 +20,7 @@ from grpo_desktop.engine.config import SECTIONS
 CHOICE_WORDS = {
     "none": "None",
     "auto": "Automatic",
+    "same": "Same as the weights",
     "8bit": "8-bit",
     "4bit": "4-bit",
     "cpu": "CPU",

@@ -172,6 +172,7 @@ class ModelPanel(QWidget):
             [
                 ("model", "device"),
                 ("model", "dtype"),
+                ("model", "sampling_precision"),
                 ("model", "gradient_checkpointing"),
                 ("model", "trust_remote_code"),
             ],

@@ -1,0 +1,79 @@
+"""Sampling in bfloat16 on the CPU (the model setting "Sampling precision"): when, and what the run
+log says about it.
+
+A decode step of a 100M+ parameter model on the CPU mostly reads its weights: SmolLM2-135M's 32
+rows read 540 MB of float32 weights a token. Rounded to bfloat16 they are half the bytes, and
+CPUs with bfloat16 instructions (AMX, AVX-512 BF16) multiply them at several times the float32
+rate: the same model's sampled decode went 3.15 → 2.12 s (32 rows × 32 tokens, 2 cores of an
+Intel Xeon with AMX), a whole step's sampling 4.6–4.9 → 3.8–4.0 s (bench/README.md, session 23). The lean CPU decoder (decode.py) then runs its
+products on bfloat16 copies of the weights, with float32 accumulation, float32 outputs and
+everything else (norms, rotary, attention, the draw) in float32. The prompt's prefill, and so
+each answer's first token, stays exact, as does every greedy evaluation.
+
+It changes the math: the answers are drawn from a model whose weights are rounded, while the
+log-prob passes score them with the float32 model (its logits move by about 1 %, measured in
+tests/engine/sampling/test_precision.py). That is the mismatch of a trainer that samples through a
+separate inference server; it is why the setting is opt-in. Where it would not pay (no bfloat16
+instructions: emulated products are slower than float32; a GPU, whose decode has its own path;
+weights already in bfloat16; models the lean decoder does not run) the decode stays as it is and
+the run log says why.
+
+Try it: python -c "from grpo_desktop.engine.sampling.precision import native_bf16; print(native_bf16())"
+"""
+
+from __future__ import annotations
+
+import torch
+
+BFLOAT16 = "bfloat16"  # ModelConfig.sampling_precision's choice that asks for it
+
+
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AVX-512 BF16 or AMX tiles)."""
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    for name in checks:
+        fn = getattr(getattr(torch, "cpu", None), name, None)
+        try:
+            if callable(fn) and fn():
+                return True
+        except (RuntimeError, AttributeError):  # a torch build without the query
+            continue
+    return False
+
+
+def _why_not(choice: str, device: torch.device, weight_dtype: torch.dtype) -> str | None:
+    """Why the decode does not round to bfloat16 for this run (None: it does)."""
+    if choice != BFLOAT16:
+        return "not asked for"
+    if device.type != "cpu":
+        return f"it applies to CPU sampling only; this run samples on {device.type.upper()}"
+    if weight_dtype != torch.float32:
+        return f"the weights are already {str(weight_dtype).removeprefix('torch.')}"
+    if not native_bf16():
+        return (
+            "this CPU has no bfloat16 instructions (AMX or AVX-512 BF16), where bfloat16 products "
+            "are slower than float32 ones"
+        )
+    return None
+
+
+def decode_dtype(
+    choice: str, device: torch.device, weight_dtype: torch.dtype
+) -> torch.dtype | None:
+    """torch.bfloat16 when this run's decode should round its products to bfloat16, else None."""
+    return torch.bfloat16 if _why_not(choice, device, weight_dtype) is None else None
+
+
+def describe(choice: str, device: torch.device, weight_dtype: torch.dtype) -> str | None:
+    """The run log's line about sampling precision, or None when it was not asked for."""
+    if choice != BFLOAT16:
+        return None
+    why = _why_not(choice, device, weight_dtype)
+    if why is None:
+        return (
+            "Sampling precision bfloat16: answers are decoded with the weights rounded to "
+            "bfloat16 (faster on this CPU); the prompts, the scoring and held-out evaluation stay "
+            "exact. Llama-family models (Llama, Qwen2, SmolLM2) with unquantized weights only; "
+            "others sample as usual."
+        )
+    return f"Sampling precision bfloat16 has no effect here: {why}. Answers are sampled as usual."
