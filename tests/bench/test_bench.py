@@ -211,3 +211,37 @@ def test_gpu_all_dry_run_on_the_cpu(tmp_path, monkeypatch):
         assert f["prompts_match"] and f["ours"]["s_per_step"] > 0 and f["trl"]["s_per_step"] > 0
     assert checks["estimate"]["status"] in ("ok", "unavailable")
     assert "not a measurement" in proc.stdout
+
+
+def test_step_bound_removes_the_small_operations_it_names_from_the_decode_it_runs():
+    # bench/step_bound.py edits decode_script.py's text before it is compiled: every edit must
+    # still find its line (it stops with a message otherwise), and the edited step must compile
+    # and leave out the operations it claims to. Run in a subprocess: the edit patches modules.
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import step_bound, torch\n"
+        "from grpo_desktop.engine.sampling import decode_script\n"
+        "before = decode_script.SOURCE\n"
+        "step_bound._remove_small_operations()\n"
+        "after = decode_script.SOURCE\n"
+        "assert after != before\n"
+        "for op in ('rms_norm(h, [E], input', 'softmax', 'silu', 'roll', 'L - 1] ='):\n"
+        "    assert op in before and op not in after, op\n"
+        "torch.jit.CompilationUnit(after)\n"
+        "import transformers.models.llama.modeling_llama as llama\n"
+        "q = torch.randn(2, 3); assert llama.apply_rotary_pos_emb(q, q, 0, 0)[0] is q\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, BENCH], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith("ok")
+
+
+@pytest.mark.slow
+def test_step_bound_times_both_sides_and_reports_the_share():
+    cmd = [sys.executable, os.path.join(BENCH, "step_bound.py"), "--rounds", "1", "--steps", "1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    for side in ("full", "bound"):
+        assert summary[side]["step"] > 0 and summary[side]["time/generate"] > 0
+    assert 0 < summary["bound_share"] < 1.5
