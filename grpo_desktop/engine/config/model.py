@@ -69,8 +69,9 @@ class ModelConfig:
         "about 1.2-1.4× faster, since its decode mostly reads weights. Answers then come from a very "
         "slightly different model than the one scored (logits move by about 1 %), as when a GPU "
         "server samples for a trainer. While sampling it holds a bfloat16 copy of the weights "
-        "(half their float32 size). Other CPUs, GPUs, bfloat16 or 4/8-bit weights and models "
-        "other than Llama, Qwen2 and SmolLM2 sample as with same; the run log says which.",
+        "(half their float32 size). Other CPUs, GPUs, bfloat16 or 4/8-bit weights, models under "
+        "about 8M parameters (the demo: there it would be slower) and models other than Llama, "
+        "Qwen2 and SmolLM2 sample as with same; the run log says which.",
         advanced=True,
     )
     device: str = option(

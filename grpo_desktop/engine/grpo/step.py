@@ -28,7 +28,7 @@ from grpo_desktop.engine.grpo.loss import compute_advantages, group_has_spread, 
 from grpo_desktop.engine.grpo.update_threads import UpdateThreads, pass_work
 from grpo_desktop.engine.ops.lora_product import fused_lora
 from grpo_desktop.engine.rewards.functions import RewardBatch, RewardSet
-from grpo_desktop.engine.sampling.precision import decode_dtype
+from grpo_desktop.engine.sampling.precision import decode_dtype, weight_bytes
 from grpo_desktop.engine.sampling.rollout import (
     Completions,
     generate_completions,
@@ -88,6 +88,13 @@ class StepOutput:
     notes: list[str] = field(default_factory=list)  # for the run's log (a halved micro-batch)
 
 
+def sampling_dtype(policy, choice: str) -> torch.dtype | None:
+    """The decode's product dtype for model.sampling_precision `choice` (sampling/precision.py)."""
+    if choice != "bfloat16":
+        return None  # no walk over the parameters for the usual case
+    return decode_dtype(choice, policy.device, policy.dtype, weight_bytes(policy.model))
+
+
 def sample_groups(policy, examples: list[Example], cfg: TrainConfig, rewards: RewardSet) -> Groups:
     a = cfg.algorithm
     G = a.num_generations
@@ -108,7 +115,7 @@ def sample_groups(policy, examples: list[Example], cfg: TrainConfig, rewards: Re
         top_p=a.top_p,
         min_new_tokens=a.min_completion_length,
         with_entropy=True,  # the step's entropy metric, without a pass over every row for it
-        decode_dtype=decode_dtype(cfg.model.sampling_precision, policy.device, policy.dtype),
+        decode_dtype=sampling_dtype(policy, cfg.model.sampling_precision),
     )
     t1 = time.perf_counter()
     problems = [ex.problem for ex in examples for _ in range(G)]

@@ -15,8 +15,9 @@ log-prob passes score them with the float32 model (its logits move by about 1 %,
 tests/engine/sampling/test_precision.py). That is the mismatch of a trainer that samples through a
 separate inference server; it is why the setting is opt-in. Where it would not pay (no bfloat16
 instructions: emulated products are slower than float32; a GPU, whose decode has its own path;
-weights already in bfloat16; models the lean decoder does not run) the decode stays as it is and
-the run log says why.
+weights already in bfloat16; a model under MIN_WEIGHT_BYTES, whose decode is its small
+operations; models the lean decoder does not run) the decode stays as it is and the run log says
+why.
 
 Try it: python -c "from grpo_desktop.engine.sampling.precision import native_bf16; print(native_bf16())"
 """
@@ -26,6 +27,11 @@ from __future__ import annotations
 import torch
 
 BFLOAT16 = "bfloat16"  # ModelConfig.sampling_precision's choice that asks for it
+# Below this many bytes of float32 weights the decode is bound by its small operations, not by
+# reading weights, and the rounded products only add casts (2 cores of a Xeon with AMX, 32 rows
+# × 64 tokens: the demo's 6 MB ×0.78, an 11 MB Llama ×0.91, an 89 MB one ×1.44, SmolLM2's
+# 540 MB ×1.46; bench/README.md, session 23).
+MIN_WEIGHT_BYTES = 32 * 2**20
 
 
 def native_bf16() -> bool:
@@ -41,14 +47,27 @@ def native_bf16() -> bool:
     return False
 
 
-def _why_not(choice: str, device: torch.device, weight_dtype: torch.dtype) -> str | None:
-    """Why the decode does not round to bfloat16 for this run (None: it does)."""
+def weight_bytes(model) -> int:
+    """Bytes of the model's parameters (tied ones once)."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def _why_not(
+    choice: str, device: torch.device, weight_dtype: torch.dtype, size: int | None
+) -> str | None:
+    """Why the decode does not round to bfloat16 for this run (None: it does). `size`: the
+    model's weight bytes (None: not known, not checked)."""
     if choice != BFLOAT16:
         return "not asked for"
     if device.type != "cpu":
         return f"it applies to CPU sampling only; this run samples on {device.type.upper()}"
     if weight_dtype != torch.float32:
         return f"the weights are already {str(weight_dtype).removeprefix('torch.')}"
+    if size is not None and size < MIN_WEIGHT_BYTES:
+        return (
+            f"the model is small ({size / 2**20:.0f} MB of weights): its decode is bound by "
+            "small operations, not by reading weights, and rounding would slow it down"
+        )
     if not native_bf16():
         return (
             "this CPU has no bfloat16 instructions (AMX or AVX-512 BF16), where bfloat16 products "
@@ -58,17 +77,20 @@ def _why_not(choice: str, device: torch.device, weight_dtype: torch.dtype) -> st
 
 
 def decode_dtype(
-    choice: str, device: torch.device, weight_dtype: torch.dtype
+    choice: str, device: torch.device, weight_dtype: torch.dtype, size: int | None = None
 ) -> torch.dtype | None:
-    """torch.bfloat16 when this run's decode should round its products to bfloat16, else None."""
-    return torch.bfloat16 if _why_not(choice, device, weight_dtype) is None else None
+    """torch.bfloat16 when this run's decode should round its products to bfloat16, else None.
+    `size`: the model's weight bytes (`weight_bytes`)."""
+    return torch.bfloat16 if _why_not(choice, device, weight_dtype, size) is None else None
 
 
-def describe(choice: str, device: torch.device, weight_dtype: torch.dtype) -> str | None:
+def describe(
+    choice: str, device: torch.device, weight_dtype: torch.dtype, size: int | None = None
+) -> str | None:
     """The run log's line about sampling precision, or None when it was not asked for."""
     if choice != BFLOAT16:
         return None
-    why = _why_not(choice, device, weight_dtype)
+    why = _why_not(choice, device, weight_dtype, size)
     if why is None:
         return (
             "Sampling precision bfloat16: answers are decoded with the weights rounded to "

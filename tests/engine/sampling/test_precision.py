@@ -24,6 +24,12 @@ def test_bf16_sampling_applies_only_where_it_pays_and_the_log_says_why(monkeypat
     monkeypatch.setattr(precision, "native_bf16", lambda: True)
     assert precision.decode_dtype("bfloat16", CPU, torch.float32) is torch.bfloat16
     assert "rounded to bfloat16" in precision.describe("bfloat16", CPU, torch.float32)
+    big = 540 * 2**20  # SmolLM2-135M's float32 weights
+    assert precision.decode_dtype("bfloat16", CPU, torch.float32, big) is torch.bfloat16
+    small = 6 * 2**20  # the demo's: its decode is its small operations, rounding slows it
+    assert precision.decode_dtype("bfloat16", CPU, torch.float32, small) is None
+    line = precision.describe("bfloat16", CPU, torch.float32, small)
+    assert "has no effect here" in line and "the model is small (6 MB of weights)" in line
 
     cases = [
         (torch.device("cuda"), torch.float32, "CPU sampling only"),
@@ -111,17 +117,38 @@ def test_sample_tokens_with_bf16_keeps_the_exact_first_token_and_names_its_path(
     assert runs[torch.bfloat16].shape == runs[None].shape
 
 
-def test_a_run_with_bf16_sampling_says_what_it_did_and_finishes(tiny_model_dir):
+def test_a_run_with_bf16_sampling_says_what_it_did_and_finishes(tiny_model_dir, monkeypatch):
     cfg = toy_config(tiny_model_dir).replace(model={"sampling_precision": "bfloat16"})
     assert not cfg.validate()
-    events = list(train(cfg, TrainControl()))
-    assert events[-1].status == "completed", events[-1].message
-    lines = [e.message for e in events if e.type == "log" and "Sampling precision" in e.message]
-    assert len(lines) == 1
-    if precision.native_bf16():
-        assert "rounded to bfloat16" in lines[0]
-    else:
-        assert "no bfloat16 instructions" in lines[0]
+    seen = []  # what each step's decode was asked to round to
+    real = sampler.sample_tokens
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("decode_dtype"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("grpo_desktop.engine.sampling.rollout.sample_tokens", spy)
+    for threshold in (precision.MIN_WEIGHT_BYTES, 0):  # the tiny model as it is, then "large"
+        monkeypatch.setattr(precision, "MIN_WEIGHT_BYTES", threshold)
+        seen.clear()
+        events = list(train(cfg, TrainControl()))
+        assert events[-1].status == "completed", events[-1].message
+        logs = [e.message for e in events if e.type == "log"]
+        lines = [m for m in logs if "Sampling precision" in m]
+        assert len(lines) == 1
+        applies = threshold == 0 and precision.native_bf16()
+        if threshold:
+            assert "the model is small" in lines[0]
+        elif applies:
+            assert "rounded to bfloat16" in lines[0]
+        else:
+            assert "no bfloat16 instructions" in lines[0]
+        # The steps' decodes round exactly when the log says so; evaluation never does.
+        steps = sum(e.type == "step" for e in events)
+        rounded = [d for d in seen if d is not None]
+        assert len(rounded) == (steps if applies else 0)
+        assert all(d is torch.bfloat16 for d in rounded)
+        assert len(seen) > steps  # the held-out evaluations decoded too, exact
 
 
 def test_the_estimate_counts_the_bf16_copy_of_the_weights():
