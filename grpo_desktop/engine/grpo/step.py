@@ -28,7 +28,7 @@ from grpo_desktop.engine.grpo.loss import compute_advantages, group_has_spread, 
 from grpo_desktop.engine.grpo.update_threads import UpdateThreads, pass_work
 from grpo_desktop.engine.ops.lora_product import fused_lora
 from grpo_desktop.engine.rewards.functions import RewardBatch, RewardSet
-from grpo_desktop.engine.sampling.precision import decode_dtype, weight_bytes
+from grpo_desktop.engine.sampling.precision import BFLOAT16, decode_dtype, weight_bytes
 from grpo_desktop.engine.sampling.rollout import (
     Completions,
     generate_completions,
@@ -90,7 +90,7 @@ class StepOutput:
 
 def sampling_dtype(policy, choice: str) -> torch.dtype | None:
     """The decode's product dtype for model.sampling_precision `choice` (sampling/precision.py)."""
-    if choice != "bfloat16":
+    if choice != BFLOAT16:
         return None  # no walk over the parameters for the usual case
     return decode_dtype(choice, policy.device, policy.dtype, weight_bytes(policy.model))
 

@@ -1,23 +1,24 @@
 """Sampling in bfloat16 on the CPU (the model setting "Sampling precision"): when, and what the run
 log says about it.
 
-A decode step of a 100M+ parameter model on the CPU mostly reads its weights: SmolLM2-135M's 32
-rows read 540 MB of float32 weights a token. Rounded to bfloat16 they are half the bytes, and
-CPUs with bfloat16 instructions (AMX, AVX-512 BF16) multiply them at several times the float32
-rate: the same model's sampled decode went 3.15 → 2.12 s (32 rows × 32 tokens, 2 cores of an
-Intel Xeon with AMX), a whole step's sampling 4.6–4.9 → 3.8–4.0 s (bench/README.md, session 23). The lean CPU decoder (decode.py) then runs its
-products on bfloat16 copies of the weights, with float32 accumulation, float32 outputs and
-everything else (norms, rotary, attention, the draw) in float32. The prompt's prefill, and so
-each answer's first token, stays exact, as does every greedy evaluation.
+A decode step of a model of tens of millions of parameters or more mostly reads its weights on
+the CPU: SmolLM2-135M's 32 rows read 540 MB of float32 weights a token. Rounded to bfloat16 they
+are half the bytes, and CPUs with bfloat16 instructions (AMX, AVX-512 BF16) multiply them at
+several times the float32 rate: that model's sampled decode went 3.15 → 2.12 s (32 rows × 32
+tokens, 2 cores of an Intel Xeon with AMX), a whole step's sampling 4.6–4.9 → 3.8–4.0 s
+(bench/README.md, session 23). The lean CPU decoder (decode.py) then runs its products on
+bfloat16 copies of the weights, with float32 accumulation, float32 outputs and everything else
+(norms, rotary, attention, the draw) in float32. The prompt's prefill, and so each answer's
+first token, stays exact, as does every greedy evaluation.
 
 It changes the math: the answers are drawn from a model whose weights are rounded, while the
-log-prob passes score them with the float32 model (its logits move by about 1 %, measured in
-tests/engine/sampling/test_precision.py). That is the mismatch of a trainer that samples through a
-separate inference server; it is why the setting is opt-in. Where it would not pay (no bfloat16
-instructions: emulated products are slower than float32; a GPU, whose decode has its own path;
-weights already in bfloat16; a model under MIN_WEIGHT_BYTES, whose decode is its small
-operations; models the lean decoder does not run) the decode stays as it is and the run log says
-why.
+log-prob passes score them with the float32 model (SmolLM2's logits move by 1.1–1.3 % of their
+range, its next-token distributions by about 2 % in total variation). That is the mismatch of a
+trainer that samples through a separate inference server; it is why the setting is opt-in. Where
+it would not pay (no bfloat16 instructions: emulated products are slower than float32; a GPU,
+whose decode has its own path; weights already in bfloat16; a model under MIN_WEIGHT_BYTES,
+whose decode is its small operations; models the lean decoder does not run) the decode stays as
+it is and the run log says why.
 
 Try it: python -c "from grpo_desktop.engine.sampling.precision import native_bf16; print(native_bf16())"
 """
