@@ -70,7 +70,7 @@ def engine_step():
     import torch
 
     from grpo_desktop.engine.data.dataset import Example
-    from grpo_desktop.engine.grpo import step
+    from grpo_desktop.engine.grpo import step, step_report
     from grpo_desktop.engine.grpo.loss import compute_advantages
     from grpo_desktop.engine.rewards.functions import RewardSet
 
@@ -85,7 +85,7 @@ def engine_step():
     a = cfg.algorithm
     adv, group_std = compute_advantages(totals, G, scale=a.scale_rewards, std_type=a.std_type)
     lengths = [float(len(c)) for c in COMPLETIONS]
-    rows = step._rollout_rows(groups, adv.tolist(), lengths)
+    rows = step_report.rollout_rows(groups, adv.tolist(), lengths)
     for row in rows:
         row["prompt"] = PROMPT  # as Rollouts.full_rows() gives them to the inspector and Lab
-    return rows, step._step_metrics(groups, group_std, lengths, G), group_std
+    return rows, step_report.step_metrics(groups, group_std, lengths, G), group_std

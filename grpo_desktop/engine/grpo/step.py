@@ -6,7 +6,8 @@ loss with gradient accumulation and the optimizer step, and returns the step's r
 TRL-named metrics (docs/grpo.md, "One step", says the same in formulas). Dynamic sampling's
 extra rounds are `select_groups`, driven by the loop in trainer.py.
 
-Not here: the loop over steps, evaluation, checkpoints (trainer.py) and the math (loss.py). The
+Not here: the loop over steps, evaluation, checkpoints (trainer.py), the math (loss.py) and the
+step's rollout rows and metrics as the GUI and events.jsonl get them (step_report.py). The
 time of each phase comes back in the metrics as `time/generate`, `time/rewards`, `time/ref` (old
 and reference log-probs), `time/update` (the policy's forward and backward) and `time/optimizer`.
 
@@ -24,11 +25,12 @@ import torch
 from grpo_desktop.engine.config import TrainConfig
 from grpo_desktop.engine.data.dataset import Example, prompt_for, responses
 from grpo_desktop.engine.estimate.micro_batch import RowsPerPass, halving_on_oom
-from grpo_desktop.engine.grpo.loss import compute_advantages, group_has_spread, policy_loss
+from grpo_desktop.engine.grpo.loss import compute_advantages, policy_loss
+from grpo_desktop.engine.grpo.step_report import rollout_rows, shown_prompt, step_metrics
 from grpo_desktop.engine.grpo.update_threads import UpdateThreads, pass_work
 from grpo_desktop.engine.ops.lora_product import fused_lora
 from grpo_desktop.engine.rewards.functions import RewardBatch, RewardSet
-from grpo_desktop.engine.sampling.precision import BFLOAT16, decode_dtype, weight_bytes
+from grpo_desktop.engine.sampling import precision as sampling_precision
 from grpo_desktop.engine.sampling.rollout import (
     Completions,
     generate_completions,
@@ -88,13 +90,6 @@ class StepOutput:
     notes: list[str] = field(default_factory=list)  # for the run's log (a halved micro-batch)
 
 
-def sampling_dtype(policy, choice: str) -> torch.dtype | None:
-    """The decode's product dtype for model.sampling_precision `choice` (sampling/precision.py)."""
-    if choice != BFLOAT16:
-        return None  # no walk over the parameters for the usual case
-    return decode_dtype(choice, policy.device, policy.dtype, weight_bytes(policy.model))
-
-
 def sample_groups(policy, examples: list[Example], cfg: TrainConfig, rewards: RewardSet) -> Groups:
     a = cfg.algorithm
     G = a.num_generations
@@ -115,7 +110,7 @@ def sample_groups(policy, examples: list[Example], cfg: TrainConfig, rewards: Re
         top_p=a.top_p,
         min_new_tokens=a.min_completion_length,
         with_entropy=True,  # the step's entropy metric, without a pass over every row for it
-        decode_dtype=sampling_dtype(policy, cfg.model.sampling_precision),
+        decode_dtype=sampling_precision.for_policy(policy, cfg.model.sampling_precision),
     )
     t1 = time.perf_counter()
     problems = [ex.problem for ex in examples for _ in range(G)]
@@ -204,14 +199,6 @@ def _optimizer_update(
     grad_norm = float(grad_norm)  # a sync: the optimizer's work is done when this returns
     timings.optimizer += time.perf_counter() - t0
     return grad_norm
-
-
-def _nan_stats(values: list) -> tuple[float, float]:
-    xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
-    if not xs:
-        return math.nan, math.nan
-    mean = sum(xs) / len(xs)
-    return mean, math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs))
 
 
 def _used_columns(prompt_mask: torch.Tensor, completion_mask: torch.Tensor) -> tuple[int, int]:
@@ -370,9 +357,9 @@ def grpo_step(
 
     lengths = c.lengths.tolist()
     adv = advantages.tolist()
-    rows = _rollout_rows(groups, adv, lengths)
+    rows = rollout_rows(groups, adv, lengths)
     scored_adv = [row["advantage"] for row in rows if row["advantage"] is not None]
-    metrics = _step_metrics(groups, group_std, lengths, G)
+    metrics = step_metrics(groups, group_std, lengths, G)
     metrics.update(first_pass.metrics)
     metrics.update(timings.metrics())
     metrics.update(
@@ -544,64 +531,3 @@ def _update_pass(
                 totals.entropy_sum += float((entropy * quiet.mask[s]).sum())
                 totals.entropy_count += float(quiet.mask[s].sum())
     return totals
-
-
-SHOWN_PROMPT_CHARS = 20_000
-
-
-def shown_prompt(problem: str, limit: int = SHOWN_PROMPT_CHARS) -> str:
-    """The prompt as stored with a step's rollouts: whole, or for a huge one its end (what the
-    model saw: over-long prompts lose their beginning) after a note of what was left out."""
-    if len(problem) <= limit:
-        return problem
-    return f"[… {len(problem) - limit:,} earlier characters not stored …]\n" + problem[-limit:]
-
-
-def _rollout_rows(groups: Groups, adv: list[float], lengths: list[float]) -> list[dict]:
-    G = len(adv) // max(1, len(groups.examples))
-    r = groups.rewards
-    n = len(groups.completions.texts)
-    extracted = r.extracted if len(r.extracted) == n else [None] * n
-    reasons = r.reasons if len(r.reasons) == n else [{}] * n
-    rows = []
-    for i, text in enumerate(groups.completions.texts):
-        ex = groups.examples[i // G]
-        unscored = r.totals[i] is None
-        rows.append(
-            {
-                "group": i // G,  # the prompt is stored once per group (Rollouts.prompts)
-                "completion": text,
-                "answer": ex.answer,
-                "rewards": {name: r.values[name][i] for name in r.names},
-                "reward": r.totals[i],
-                "advantage": None if unscored else adv[i],  # no score: no advantage, not 0
-                "length": int(lengths[i]),
-                "truncated": bool(groups.completions.truncated[i]),
-                "error": r.errors[i],
-                "extracted": extracted[i],
-                "reasons": dict(reasons[i] or {}),
-            }
-        )
-    return rows
-
-
-def _step_metrics(groups: Groups, group_std: torch.Tensor, lengths: list[float], G: int) -> dict:
-    r = groups.rewards
-    mean, _ = _nan_stats(r.totals)
-    metrics = {
-        "reward": mean,
-        "reward_std": float(torch.nan_to_num(group_std).mean()),
-        "frac_reward_zero_std": float((~group_has_spread(groups.totals, G)).float().mean()),
-        "completions/mean_length": sum(lengths) / len(lengths),
-        "completions/min_length": min(lengths),
-        "completions/max_length": max(lengths),
-        "completions/clipped_ratio": float(groups.completions.truncated.float().mean()),
-        "num_groups": float(len(groups.examples)),
-        "checker_errors": float(sum(e is not None for e in r.errors)),
-        "checker_error_rate": sum(e is not None for e in r.errors) / max(1, len(r.errors)),
-    }
-    for name in r.names:
-        fn_mean, fn_std = _nan_stats(r.values[name])
-        metrics[f"rewards/{name}/mean"] = fn_mean
-        metrics[f"rewards/{name}/std"] = fn_std
-    return metrics

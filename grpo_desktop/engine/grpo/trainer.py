@@ -58,8 +58,7 @@ from grpo_desktop.engine.rewards.functions import RewardSet
 from grpo_desktop.engine.rewards.worked_example import example_warnings
 from grpo_desktop.engine.runs import checkpoint as ckpt
 from grpo_desktop.engine.runs.files import events_path, write_config
-from grpo_desktop.engine.sampling.precision import describe as describe_sampling
-from grpo_desktop.engine.sampling.precision import weight_bytes
+from grpo_desktop.engine.sampling import precision as sampling_precision
 from grpo_desktop.engine.sampling.rollout import overlong_prompts
 
 HINT_EVERY = 20
@@ -315,9 +314,7 @@ class _Run:
         )
         if policy.source_note:  # a model imported from a GGUF: where from, what 4 bits cost
             yield LogMessage(start_step, "info", policy.source_note)
-        sampling = describe_sampling(
-            cfg.model.sampling_precision, policy.device, policy.dtype, weight_bytes(policy.model)
-        )
+        sampling = sampling_precision.describe_for(policy, cfg.model.sampling_precision)
         if sampling:  # bfloat16 sampling asked for: on or not, and why
             yield LogMessage(start_step, "info", sampling)
         for text in [*self.notes, *warnings(cfg), *example_warnings(cfg)]:

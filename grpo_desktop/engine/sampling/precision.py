@@ -100,3 +100,18 @@ def describe(
             "others sample as usual."
         )
     return f"Sampling precision bfloat16 has no effect here: {why}. Answers are sampled as usual."
+
+
+def for_policy(policy, choice: str) -> torch.dtype | None:
+    """`decode_dtype` for a loaded policy (engine/models/loading.py's Policy): its device,
+    compute dtype and weight bytes; no walk over its parameters unless bfloat16 is asked for."""
+    if choice != BFLOAT16:
+        return None
+    return decode_dtype(choice, policy.device, policy.dtype, weight_bytes(policy.model))
+
+
+def describe_for(policy, choice: str) -> str | None:
+    """`describe` for a loaded policy, as `for_policy` decides."""
+    if choice != BFLOAT16:
+        return None
+    return describe(choice, policy.device, policy.dtype, weight_bytes(policy.model))

@@ -13,7 +13,7 @@ import pytest
 
 from grpo_desktop.engine.control import TrainControl
 from grpo_desktop.engine.data.dataset import build_prompt
-from grpo_desktop.engine.grpo.step import SHOWN_PROMPT_CHARS, shown_prompt
+from grpo_desktop.engine.grpo.step_report import SHOWN_PROMPT_CHARS, shown_prompt
 from grpo_desktop.engine.grpo.trainer import train
 from grpo_desktop.engine.models.tiny import build_tokenizer
 from grpo_desktop.engine.sampling.rollout import overlong_prompts
