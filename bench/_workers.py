@@ -79,7 +79,7 @@ def run_ours(w: Workload) -> dict[str, Any]:
     from grpo_desktop.engine.control import TrainControl
     from grpo_desktop.engine.events import RunFinished, StepMetrics
     from grpo_desktop.engine.grpo.trainer import train
-    from grpo_desktop.engine.ops import kernels
+    from grpo_desktop.engine.ops import kernels, native
 
     _set_threads(w)
     cfg = our_config(w, model_dir(w.size, w.seed), dataset_file(w.seed))
@@ -114,6 +114,7 @@ def run_ours(w: Workload) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "peak_rss_mb": peak_rss_mb(),
         "products": kernels.describe(),
+        "decode_kernels": native.describe(),
     }
     if w.device == "cuda":  # peak first: loading the model again for its size comes after
         from grpo_desktop.engine.models.loading import load_policy

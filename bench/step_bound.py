@@ -11,6 +11,8 @@ removing them. This runs the workload's steps twice in separate processes, alter
   edited before it is compiled) and in the log-prob and update passes (transformers' Llama
   RMSNorm, rotary and MLP replaced by identities and a sum).
 
+Both sides run torch's operations in the decode (GRPO_DESKTOP_NATIVE=0): the fused decode
+kernels of ops/native.py are one way of realising part of this bound (bench/README.md).
 The bound's arithmetic is wrong (its tokens and losses mean nothing; the completion length is
 pinned, so it does the same amount of work); only its time counts. Median seconds per step
 and per phase for each side, their ratio, and the last line as JSON.
@@ -116,7 +118,10 @@ def main(argv=None) -> int:
         for side in ("full", "bound"):
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", side]
             cmd += ["--steps", str(args.steps)]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            # Both sides on torch's operations: the bound removes them from decode_script.SOURCE,
+            # which the fused decode kernels (ops/native.py) would otherwise replace.
+            env = dict(os.environ, GRPO_DESKTOP_NATIVE="0")
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
             lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
             if proc.returncode != 0 or not lines:
                 print(proc.stderr[-3000:], file=sys.stderr)

@@ -77,6 +77,8 @@ def measure(w: Workload, rounds: int, timeout: float, log) -> dict:
             runs[side].append(out)
             med = statistics.median(out["step_times"])
             products = f", products: {out['products']}" if "products" in out else ""
+            if "decode_kernels" in out:  # ops/native.py's fused decode kernels, or why not
+                products += f"; {out['decode_kernels'].split(' (')[0]}"
             log(
                 f"  {w.label} round {r + 1} {side:4s}: median {med:.3f} s/step "
                 f"(load {load:.2f}, worker {time.perf_counter() - t0:.0f} s{products})"

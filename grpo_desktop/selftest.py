@@ -64,6 +64,13 @@ def _check_products() -> str:
     return f"float32 CPU products: {kernels.describe()}"
 
 
+def _check_native() -> str:
+    from grpo_desktop.engine.ops import native
+
+    native.decode_ops()
+    return native.describe()
+
+
 def _check_demo_model() -> str:
     from grpo_desktop.engine.config.demo import demo_config
     from grpo_desktop.engine.models.loading import load_policy
@@ -122,6 +129,7 @@ def run_self_test(out=sys.stdout) -> int:
     checks += [(name, _check_library(name)) for name in LIBRARIES]
     checks += [
         ("float32 products", _check_products),
+        ("fused decode kernels", _check_native),  # optional: says why when they are not built
         ("demo model", _check_demo_model),
         ("training step", _check_training_step),
         ("main window", _check_window),

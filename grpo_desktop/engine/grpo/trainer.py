@@ -52,7 +52,7 @@ from grpo_desktop.engine.health.monitors import HealthMonitor, logged_events
 from grpo_desktop.engine.models.gguf_import import ImportStopped
 from grpo_desktop.engine.models.loading import Policy, load_policy, model_import_events
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission
-from grpo_desktop.engine.ops import grouped_attention, kernels
+from grpo_desktop.engine.ops import grouped_attention, kernels, native
 from grpo_desktop.engine.ops.host_memory import collect_cycles, keep_freed_heap
 from grpo_desktop.engine.rewards.functions import RewardSet
 from grpo_desktop.engine.rewards.worked_example import example_warnings
@@ -317,6 +317,9 @@ class _Run:
         sampling = sampling_precision.describe_for(policy, cfg.model.sampling_precision)
         if sampling:  # bfloat16 sampling asked for: on or not, and why
             yield LogMessage(start_step, "info", sampling)
+        fused = native.describe_for(policy.device, next(policy.model.parameters()).dtype)
+        if fused:  # the CPU decode's fused kernels: built (how long), loaded, or why not
+            yield LogMessage(start_step, "info", fused)
         for text in [*self.notes, *warnings(cfg), *example_warnings(cfg)]:
             yield LogMessage(start_step, "warning", text)
         if data.skipped:  # rows with an empty prompt or answer

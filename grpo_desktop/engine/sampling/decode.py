@@ -12,6 +12,9 @@ completion: the forward's logits up to float rounding, the same bits per step. I
 can check: Llama and Qwen2 on the CPU, every layer full attention, each projection a plain
 `nn.Linear` (LoRA only while `lora_merged` has folded it), no hooks; for anything else
 `lean_decoder` returns None and the sampler calls the model. CUDA uses decode_static.py.
+Where ops/native.py's fused kernels are built, a float32 decoder runs its rotary embedding,
+key/value writes and attention (and SwiGLU's gate) through them: the same keys and values, the
+logits within float rounding of torch's operations (`LeanDecoder.native`).
 
 Try it: tests/engine/sampling/test_decode.py and test_decode_lean_step.py (its logits and
 tokens against the forward's, its torch calls per token).
@@ -22,12 +25,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from grpo_desktop.engine.ops import native
 from grpo_desktop.engine.ops.host_memory import release_free_heap
 from grpo_desktop.engine.ops.kernels import product_for
 from grpo_desktop.engine.sampling import decode_script
 
 ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
 SCRIPTED = True  # run the layers through decode_script.py where it covers the model (tests: False)
+NATIVE = True  # use ops/native.py's fused kernels where they are built (tests: False for torch's)
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP = ("gate_proj", "up_proj", "down_proj")
 
@@ -263,13 +268,16 @@ class LeanDecoder:
         products = [self.head] + [p for s in self.steps for p in (s.qkv, s.o, s.gate_up, s.down)]
         self.products = {(id(p), i): fn for p in products for i, fn in enumerate(p.fns)}
         self.length = self.prompt = 0  # positions filled (prompt + tokens fed), prompt length
+        # ops/native.py's fused attention and gate: float32 keys, values and activations only
+        fused = self.keys[0].dtype == torch.float32 and self.embed_w.dtype == torch.float32
+        self.native = native.decode_ops() if fused and NATIVE else None
         self.script, self.script_args = self._scripted(inner, layers)
 
     def _scripted(self, inner, layers: list[_Layer]):
         """(decode_script's compiled layers, its arguments after `L`) when this model's step is
         one it runs as the Python step does, else (None, ()): every product one F.linear, every
         norm torch's rms_norm in float32, the activation SiLU, one width and scaling."""
-        fn = decode_script.layers_step() if SCRIPTED else None
+        fn = decode_script.layers_step(self.native is not None) if SCRIPTED else None
         norms = [inner.norm] + [n for x in layers for n in (x.input_norm, x.post_norm)]
         if fn is None or not all(_rms_norm(n) is not n for n in norms):
             return None, ()
@@ -376,6 +384,19 @@ class LeanDecoder:
         for s, keys, values in zip(self.steps, self.keys, self.values):
             x = s.input_norm(h)  # (N, E)
             qkv = s.qkv(x).view(N, H + 2 * Hkv, D)  # (N, H + 2Hkv, D)
+            if self.native is not None:  # the lines below in one kernel (ops/native.py)
+                out = self.native.rope_attend(
+                    qkv, cos, sin, keys, values, L, H, Hkv, s.scaling, blocked
+                )  # (N, H * D)
+                h.add_(s.o(out))  # (N, E)
+                gu = s.gate_up(s.post_norm(h))  # (N, 2F)
+                gated = (
+                    self.native.silu_mul(gu, s.width)
+                    if s.act is F.silu
+                    else s.act(gu[:, : s.width]).mul_(gu[:, s.width :])
+                )  # (N, F)
+                h.add_(s.down(gated))  # (N, E)
+                continue
             qk = qkv[:, : H + Hkv]  # (N, H + Hkv, D) the query and key heads, rotated in place
             torch.add(qk * cos, qk.roll(D // 2, dims=-1) * sin, out=qk)
             keys[..., L - 1] = qkv[:, H : H + Hkv]  # this token's keys (N, Hkv, D)

@@ -16,6 +16,10 @@ It covers what the eager step does when every product is one `F.linear` (MKL's; 
 product, chosen on some CPUs by ops/kernels.py, keeps the Python step), every norm torch's
 rms_norm and the activation SiLU; decode.py checks that before using it.
 
+The layer loop is one TEMPLATE with two versions of its attention and SwiGLU gate: torch's
+operations (SOURCE) and the fused kernels of ops/native.py (NATIVE_SOURCE), compiled only where
+those are built; decode.py asks for the second when its decoder uses them.
+
 Run with the graph executor's optimisations off (`optimized_execution(False)`): no profiling
 runs, no re-specialisation as the attended length grows, and no fusion that could round
 differently from the eager step.
@@ -27,7 +31,9 @@ import threading
 
 import torch
 
-SOURCE = """
+from grpo_desktop.engine.ops import native as native_ops
+
+TEMPLATE = """
 def layers_step(
     h: Tensor,
     cos: Tensor,
@@ -65,6 +71,17 @@ def layers_step(
     for i in range(len(qkv_w)):
         x = torch.rms_norm(h, [E], input_norms[i], eps[i])
         qkv = torch.ops.aten.linear(x, qkv_w[i], qkv_b[i]).view(N, H + 2 * Hkv, D)
+ATTENTION
+        h.add_(torch.ops.aten.linear(out.reshape(N, -1), o_w[i], o_b[i]))
+        normed = torch.rms_norm(h, [E], post_norms[i], eps[i])
+        gu = torch.ops.aten.linear(normed, gate_up_w[i], gate_up_b[i])
+GATED
+        h.add_(torch.ops.aten.linear(gated, down_w[i], down_b[i]))
+    return torch.ops.aten.linear(torch.rms_norm(h, [E], norm_w, norm_eps), head_w, head_b)
+"""
+
+# The attention and SwiGLU's gate in torch's operations (SOURCE) ...
+TORCH_ATTENTION = """
         qk = qkv[:, : H + Hkv]
         torch.add(qk * cos, qk.roll(D // 2, dims=-1) * sin, out=qk)
         keys[i][:, :, :, L - 1] = qkv[:, H : H + Hkv]
@@ -74,25 +91,43 @@ def layers_step(
         if blocked is not None:
             scores.masked_fill_(blocked, float("-inf"))
         probs = torch.softmax(scores, dim=-1)
-        out = torch.matmul(probs, values[i][:, :, :L])
-        h.add_(torch.ops.aten.linear(out.reshape(N, -1), o_w[i], o_b[i]))
-        normed = torch.rms_norm(h, [E], post_norms[i], eps[i])
-        gu = torch.ops.aten.linear(normed, gate_up_w[i], gate_up_b[i])
-        gated = torch.ops.aten.silu(gu[:, :width]).mul_(gu[:, width:])
-        h.add_(torch.ops.aten.linear(gated, down_w[i], down_b[i]))
-    return torch.ops.aten.linear(torch.rms_norm(h, [E], norm_w, norm_eps), head_w, head_b)
-"""
+        out = torch.matmul(probs, values[i][:, :, :L])"""
+TORCH_GATED = """
+        gated = torch.ops.aten.silu(gu[:, :width]).mul_(gu[:, width:])"""
+# ... or in the fused kernels of ops/native_decode.cpp (NATIVE_SOURCE), where they are built.
+NATIVE_ATTENTION = """
+        out = torch.ops.grpo_desktop.rope_attend(
+            qkv, cos, sin, keys[i], values[i], L, H, Hkv, scaling, blocked
+        )"""
+NATIVE_GATED = """
+        gated = torch.ops.grpo_desktop.silu_mul(gu, width)"""
+
+
+def _source(attention: str, gated: str) -> str:
+    return TEMPLATE.replace("ATTENTION\n", attention[1:] + "\n").replace(
+        "GATED\n", gated[1:] + "\n"
+    )
+
+
+SOURCE = _source(TORCH_ATTENTION, TORCH_GATED)
+NATIVE_SOURCE = _source(NATIVE_ATTENTION, NATIVE_GATED)
 
 _lock = threading.Lock()
 _compiled: dict[str, object] = {}
 
 
-def layers_step():
-    """The compiled `layers_step` (SOURCE), or None when TorchScript cannot compile it here."""
+def layers_step(native: bool = False):
+    """The compiled `layers_step`, or None when TorchScript cannot compile it here. `native`:
+    the variant whose attention and gate call ops/native.py's fused kernels (NATIVE_SOURCE;
+    None unless they are built); else torch's operations (SOURCE)."""
+    key = "native" if native else "torch"
     with _lock:
-        if "fn" not in _compiled:
+        if key not in _compiled:
             try:
-                _compiled["fn"] = torch.jit.CompilationUnit(SOURCE).layers_step
+                if native and native_ops.decode_ops() is None:
+                    raise RuntimeError("the fused kernels are not built here")
+                source = NATIVE_SOURCE if native else SOURCE
+                _compiled[key] = torch.jit.CompilationUnit(source).layers_step
             except Exception:  # no TorchScript in this build: the Python step runs instead
-                _compiled["fn"] = None
-        return _compiled["fn"]
+                _compiled[key] = None
+        return _compiled[key]

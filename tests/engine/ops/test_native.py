@@ -1,0 +1,203 @@
+"""The decode's fused CPU kernels (engine/ops/native.py, native_decode.cpp): torch's results up to
+float rounding, torch's key/value bits, used by the lean decoder where they are built, and a
+clear fallback where they cannot be. The fallback and cache tests run real builds in fresh
+processes, each with its own cache folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from grpo_desktop.engine.ops import native
+from grpo_desktop.engine.sampling import decode, decode_script, sampler
+
+ops = native.decode_ops()
+built = pytest.mark.skipif(ops is None, reason=f"fused kernels not built here: {native.describe()}")
+
+
+def _torch_attention(qkv, cos, sin, keys, values, L, H, Hkv, scaling, blocked):
+    """decode_script.SOURCE's attention lines, on copies: (out (N, H*D), keys, values)."""
+    keys, values, qkv = keys.clone(), values.clone(), qkv.clone()
+    N, D = qkv.size(0), qkv.size(2)
+    qk = qkv[:, : H + Hkv]
+    torch.add(qk * cos, qk.roll(D // 2, dims=-1) * sin, out=qk)
+    keys[:, :, :, L - 1] = qkv[:, H : H + Hkv]
+    values[:, :, L - 1] = qkv[:, H + Hkv :]
+    scores = torch.matmul(qkv[:, :H].reshape(N, Hkv, -1, D), keys[..., :L]).mul_(scaling)
+    if blocked is not None:
+        scores.masked_fill_(blocked, float("-inf"))
+    out = torch.matmul(torch.softmax(scores, dim=-1), values[:, :, :L])
+    return out.reshape(N, -1), keys, values
+
+
+@built
+@pytest.mark.parametrize("H,Hkv,D", [(4, 4, 16), (8, 4, 32), (9, 3, 64), (14, 2, 64)])
+@pytest.mark.parametrize("masked", [False, True])
+def test_rope_attend_is_torchs_attention_and_writes_torchs_keys_and_values(H, Hkv, D, masked):
+    g = torch.Generator().manual_seed(H * D)
+    N, L, capacity = 5, 11, 16
+    qkv = torch.randn(N, H + 2 * Hkv, D, generator=g)
+    angles = torch.randn(N, 3, D, generator=g)  # a step's column of (N, T, D) angles, as decoded
+    cos, sin = angles[:, 1:2].cos(), angles[:, 1:2].sin()  # (N, 1, D), rows strided
+    # Rows 1, 3, 5, ... of wider buffers: strides the kernel must follow, not assume.
+    keys = torch.randn(2 * N, Hkv, D, capacity, generator=g)[1::2]
+    values = torch.randn(2 * N, Hkv, capacity, D, generator=g)[1::2]
+    blocked = None
+    if masked:  # left padding: rows 0 and 3 may not see their first positions
+        blocked = torch.zeros(N, 1, 1, L, dtype=torch.bool)
+        blocked[0, ..., :4] = blocked[3, ..., :9] = True
+    scaling = D**-0.5
+    expected, expected_keys, expected_values = _torch_attention(
+        qkv, cos, sin, keys, values, L, H, Hkv, scaling, blocked
+    )
+    before = qkv.clone()
+    out = ops.rope_attend(qkv, cos, sin, keys, values, L, H, Hkv, scaling, blocked)
+    assert out.shape == (N, H * D)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=2e-6)
+    assert torch.equal(keys, expected_keys)  # position L - 1 written, bit for bit; others kept
+    assert torch.equal(values, expected_values)
+    assert torch.equal(qkv, before)  # the input is read, not rotated in place
+    if masked:  # the blocked positions take no weight: changing them changes nothing
+        keys[0, ..., :4] += 100.0
+        values[0, :, :4] -= 100.0
+        again = ops.rope_attend(qkv, cos, sin, keys, values, L, H, Hkv, scaling, blocked)
+        torch.testing.assert_close(again, out, rtol=1e-5, atol=2e-6)
+
+
+@built
+def test_silu_mul_is_torchs_silu_times_up_on_strided_rows():
+    gu = torch.randn(7, 3 * 40)[:, :80] * 6  # (7, 80): gate 40 then up 40, rows 120 apart
+    expected = F.silu(gu[:, :40]) * gu[:, 40:]
+    torch.testing.assert_close(ops.silu_mul(gu, 40), expected, rtol=1e-5, atol=1e-6)
+
+
+@built
+def test_the_kernels_refuse_what_they_do_not_handle_with_a_message():
+    qkv = torch.randn(2, 6, 8, dtype=torch.float64)
+    cos = sin = torch.ones(2, 1, 8, dtype=torch.float64)
+    keys, values = torch.zeros(2, 1, 8, 4), torch.zeros(2, 1, 4, 8)
+    with pytest.raises(RuntimeError, match="float32"):
+        ops.rope_attend(qkv, cos, sin, keys, values, 2, 4, 1, 1.0, None)
+    with pytest.raises(RuntimeError, match="gu must be"):
+        ops.silu_mul(torch.randn(3, 9), 4)
+
+
+def _lean(model, ids, mask, capacity: int, use_native: bool, monkeypatch):
+    monkeypatch.setattr(decode, "NATIVE", use_native)
+    positions = (mask.cumsum(1) - 1).clamp(min=0)
+    _, cache = sampler._prefill(model, ids, mask, positions)
+    lean = decode.lean_decoder(model, cache, capacity)
+    lean.start(mask, positions[:, -1:] + 1)
+    return lean
+
+
+@built
+@torch.no_grad()
+def test_the_lean_decoder_runs_the_kernels_and_keeps_torchs_greedy_tokens(
+    tiny_model_dir, monkeypatch
+):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, 60, (6, 9), generator=g)
+    mask = torch.ones_like(ids)
+    mask[:2, :4] = 0  # two left-padded rows
+    fused = _lean(model, ids, mask, 9 + 24, True, monkeypatch)
+    plain = _lean(model, ids, mask, 9 + 24, False, monkeypatch)
+    assert fused.native is not None and plain.native is None
+    assert "grpo_desktop::rope_attend" in str(fused.script.graph)  # decode_script.NATIVE_SOURCE
+    assert "grpo_desktop" not in str(plain.script.graph)
+    python_step = _lean(model, ids, mask, 9 + 24, True, monkeypatch)
+    python_step.script = None  # decode.py's Python step calls the same kernels
+    tokens = ids[:, -1]
+    for _ in range(24):
+        logits, expected, stepped = fused.step(tokens), plain.step(tokens), python_step.step(tokens)
+        torch.testing.assert_close(logits, expected, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(stepped, logits, rtol=1e-5, atol=1e-5)
+        tokens = expected.argmax(-1)
+        assert torch.equal(logits.argmax(-1), tokens)
+
+
+def _in_fresh_process(env: dict, code: str) -> dict:
+    """Run `code` (which prints one JSON line last) in a new interpreter with `env` added."""
+    full = dict(os.environ, **env)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+PROBE = """
+import json, torch
+from grpo_desktop.engine.ops import native
+from grpo_desktop.engine.sampling import decode_script
+ops = native.decode_ops()
+print(json.dumps({
+    "built": ops is not None,
+    "line": native.describe(),
+    "log": native.describe_for(torch.device("cpu"), torch.float32),
+    "script": decode_script.layers_step(True) is not None,
+}))
+"""
+
+
+def test_without_a_working_compiler_the_decode_keeps_torchs_operations_and_says_why(tmp_path):
+    cache = {"XDG_CACHE_HOME": str(tmp_path)}
+    broken = _in_fresh_process({**cache, "CXX": "false"}, PROBE)  # a compiler that fails
+    assert not broken["built"] and not broken["script"]
+    assert broken["line"].startswith("unavailable: the build failed")
+    assert broken["log"].startswith("Fused decode kernels unavailable: the build failed")
+    assert broken["log"].endswith("the decode runs torch's operations instead.")
+    missing = _in_fresh_process({**cache, "CXX": str(tmp_path / "no-such-c++")}, PROBE)
+    assert not missing["built"]
+    assert "no C++ compiler" in missing["line"] and "install g++" in missing["line"]
+    off = _in_fresh_process({**cache, native.ENV: "0"}, PROBE)
+    assert not off["built"] and off["line"] == f"unavailable: switched off ({native.ENV}=0)"
+
+
+@built
+def test_the_first_process_compiles_and_later_ones_load_from_the_cache(tmp_path):
+    env = {"XDG_CACHE_HOME": str(tmp_path)}
+    first = _in_fresh_process(env, PROBE)
+    assert first["built"] and first["script"]
+    assert first["line"].startswith("fused decode kernels compiled in ")
+    assert str(tmp_path / "grpo-desktop" / "native") in first["line"]
+    assert first["log"].startswith("Fused decode kernels compiled in ")
+    second = _in_fresh_process(env, PROBE)
+    assert second["built"] and second["line"].startswith(
+        "fused decode kernels loaded from the cache"
+    )
+
+
+def test_the_build_is_keyed_by_its_source_and_this_cpu(monkeypatch, tmp_path):
+    name, source = native.build_name(), native.SOURCE
+    assert name.startswith("grpo_desktop_native_") and name == native.build_name()
+    changed = tmp_path / "native_decode.cpp"
+    changed.write_text(native.SOURCE.read_text() + "\n// another version\n")
+    monkeypatch.setattr(native, "SOURCE", changed)
+    assert native.build_name() != name
+    monkeypatch.setattr(native, "SOURCE", source)
+    monkeypatch.setattr(native, "_cpu_identity", lambda: "another CPU")
+    assert native.build_name() != name
+
+
+def test_gpus_and_bfloat16_weights_get_no_log_line():
+    assert native.describe_for(torch.device("cuda"), torch.float32) is None
+    assert native.describe_for(torch.device("cpu"), torch.bfloat16) is None
+
+
+def test_both_sources_compile_from_one_template():
+    for source, present, absent in (
+        (decode_script.SOURCE, "torch.softmax", "grpo_desktop"),
+        (decode_script.NATIVE_SOURCE, "grpo_desktop::rope_attend".replace("::", "."), "softmax"),
+    ):
+        assert present in source and absent not in source
+        assert "ATTENTION" not in source and "GATED" not in source
