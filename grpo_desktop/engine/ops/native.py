@@ -4,8 +4,9 @@ A decode step of a small model on the CPU is mostly small operations: per layer 
 rotary embedding, two key/value writes, two batched products, a scaling, a mask, a softmax and
 SwiGLU's SiLU and product, each a call and a pass over memory (the keys' transposed write alone
 touches a cold cache line per element). native_decode.cpp does the rotary embedding, the writes
-and the attention in one pass per row and key/value head (`rope_attend`) and SiLU with its
-product in one (`silu_mul`). On `bench/vs_trl.py --quick`'s 3M model that took the generation
+and the attention in one pass per row and key/value head (`rope_attend`), SiLU with its
+product in one (`silu_mul`) and RMSNorm in one (`rms_norm`; torch's CPU rms_norm is five
+operations). On `bench/vs_trl.py --quick`'s 3M model that took the generation
 from 0.217 to 0.188 s a step (bench/README.md, "Fused decode kernels").
 
 torch's CPU build cannot fuse them itself without a compiler, so the kernels are compiled with
@@ -119,6 +120,10 @@ def _self_check(ops) -> str | None:
     gated = torch.nn.functional.silu(gu[:, :D]) * gu[:, D:]
     if not torch.allclose(ops.silu_mul(gu, D), gated, rtol=1e-5, atol=1e-6):
         return "its SiLU differs from torch's"
+    weight = torch.randn(2 * D, generator=g)
+    normed = torch.rms_norm(gu, [2 * D], weight, 1e-6)
+    if not torch.allclose(ops.rms_norm(gu, weight, 1e-6), normed, rtol=1e-5, atol=1e-6):
+        return "its RMSNorm differs from torch's"
     return None
 
 
@@ -159,7 +164,7 @@ def _build():
 
 
 def decode_ops():
-    """torch.ops.grpo_desktop (rope_attend, silu_mul) once built and checked, else None.
+    """torch.ops.grpo_desktop (rope_attend, silu_mul, rms_norm) once built and checked, else None.
     The first call in a process builds or loads them (see the module's docstring); later calls
     return the same answer at once."""
     with _lock:

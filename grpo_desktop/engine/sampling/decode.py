@@ -181,13 +181,16 @@ class _Product:
         return torch.cat([fn(x, w, b) for fn, (w, b) in zip(self.fns, self.parts)], dim=-1)
 
 
-def _rms_norm(norm):
+def _rms_norm(norm, fused=None):
     """x -> norm(x) for a Llama/Qwen2 RMSNorm: torch's one-call rms_norm in float32 (the module's
-    own float32 arithmetic in C++), else the module itself."""
+    own float32 arithmetic in C++), or with `fused` (ops/native.py's kernels) their one-pass
+    rms_norm; else the module itself."""
     eps = getattr(norm, "variance_epsilon", None)
     weight = getattr(norm, "weight", None)
     if eps is None or weight is None or weight.dtype != torch.float32:
         return norm
+    if fused is not None:
+        return lambda x: fused.rms_norm(x, weight, eps)
     shape = (weight.size(0),)
     return lambda x: F.rms_norm(x, shape, weight, eps)
 
@@ -196,8 +199,11 @@ class _Step:
     """One layer as a decode step runs it: q, k and v in one product (and gate with up) when
     `join`, the norms as one call each, q and k rotated together."""
 
-    def __init__(self, layer: _Layer, rows: int, join: bool, rounding: _Rounding | None) -> None:
-        self.input_norm, self.post_norm = _rms_norm(layer.input_norm), _rms_norm(layer.post_norm)
+    def __init__(
+        self, layer: _Layer, rows: int, join: bool, rounding: _Rounding | None, fused=None
+    ) -> None:
+        self.input_norm = _rms_norm(layer.input_norm, fused)
+        self.post_norm = _rms_norm(layer.post_norm, fused)
         self.qkv = _Product([layer.q, layer.k, layer.v], rows, join, rounding)
         self.o = _Product([layer.o], rows, join, rounding)
         self.gate_up = _Product([layer.gate, layer.up], rows, join, rounding)
@@ -230,7 +236,10 @@ class LeanDecoder:
         inner = base.model
         self.embed_w = inner.embed_tokens.weight
         self.rotary = inner.rotary_emb
-        self.norm = _rms_norm(inner.norm)
+        # ops/native.py's fused kernels: float32 keys, values and activations only
+        fused = NATIVE and self.embed_w.dtype == torch.float32
+        self.native = native.decode_ops() if fused else None
+        self.norm = _rms_norm(inner.norm, self.native)
         self.lm_head = _plain_linear(base.lm_head)
         self.layers = layers
         # Per layer: keys stored transposed, (N, Hkv, D, capacity), so the scores' product reads
@@ -258,7 +267,9 @@ class LeanDecoder:
         if dtype is not None:  # bfloat16 sampling: every weight rounded, in one buffer
             release_free_heap()
             rounding = _Rounding(dtype, [lin for x in layers for lin in x.linears] + [self.lm_head])
-        self.steps = [_Step(layer, N, copies <= JOIN_LIMIT, rounding) for layer in layers]
+        self.steps = [
+            _Step(layer, N, copies <= JOIN_LIMIT, rounding, self.native) for layer in layers
+        ]
         self.head = _Product([self.lm_head], N, False, rounding)
         # bfloat16 sampling (sampling/precision.py): whether any product runs on rounded copies
         self.rounded = any(
@@ -268,9 +279,6 @@ class LeanDecoder:
         products = [self.head] + [p for s in self.steps for p in (s.qkv, s.o, s.gate_up, s.down)]
         self.products = {(id(p), i): fn for p in products for i, fn in enumerate(p.fns)}
         self.length = self.prompt = 0  # positions filled (prompt + tokens fed), prompt length
-        # ops/native.py's fused attention and gate: float32 keys, values and activations only
-        fused = self.keys[0].dtype == torch.float32 and self.embed_w.dtype == torch.float32
-        self.native = native.decode_ops() if fused and NATIVE else None
         self.script, self.script_args = self._scripted(inner, layers)
 
     def _scripted(self, inner, layers: list[_Layer]):

@@ -16,7 +16,7 @@ It covers what the eager step does when every product is one `F.linear` (MKL's; 
 product, chosen on some CPUs by ops/kernels.py, keeps the Python step), every norm torch's
 rms_norm and the activation SiLU; decode.py checks that before using it.
 
-The layer loop is one TEMPLATE with two versions of its attention and SwiGLU gate: torch's
+The layer loop is one TEMPLATE with two versions of its attention, SwiGLU gate and norms: torch's
 operations (SOURCE) and the fused kernels of ops/native.py (NATIVE_SOURCE), compiled only where
 those are built; decode.py asks for the second when its decoder uses them.
 
@@ -69,15 +69,15 @@ def layers_step(
     Hkv = kv_heads
     D = head_dim
     for i in range(len(qkv_w)):
-        x = torch.rms_norm(h, [E], input_norms[i], eps[i])
+        x = NORM(h, input_norms[i], eps[i])
         qkv = torch.ops.aten.linear(x, qkv_w[i], qkv_b[i]).view(N, H + 2 * Hkv, D)
 ATTENTION
         h.add_(torch.ops.aten.linear(out.reshape(N, -1), o_w[i], o_b[i]))
-        normed = torch.rms_norm(h, [E], post_norms[i], eps[i])
+        normed = NORM(h, post_norms[i], eps[i])
         gu = torch.ops.aten.linear(normed, gate_up_w[i], gate_up_b[i])
 GATED
         h.add_(torch.ops.aten.linear(gated, down_w[i], down_b[i]))
-    return torch.ops.aten.linear(torch.rms_norm(h, [E], norm_w, norm_eps), head_w, head_b)
+    return torch.ops.aten.linear(NORM(h, norm_w, norm_eps), head_w, head_b)
 """
 
 # The attention and SwiGLU's gate in torch's operations (SOURCE) ...
@@ -103,14 +103,18 @@ NATIVE_GATED = """
         gated = torch.ops.grpo_desktop.silu_mul(gu, width)"""
 
 
-def _source(attention: str, gated: str) -> str:
-    return TEMPLATE.replace("ATTENTION\n", attention[1:] + "\n").replace(
-        "GATED\n", gated[1:] + "\n"
-    )
+TORCH_NORM = "torch.rms_norm(h, [E], "
+NATIVE_NORM = "torch.ops.grpo_desktop.rms_norm(h, "
 
 
-SOURCE = _source(TORCH_ATTENTION, TORCH_GATED)
-NATIVE_SOURCE = _source(NATIVE_ATTENTION, NATIVE_GATED)
+def _source(attention: str, gated: str, norm: str) -> str:
+    source = TEMPLATE.replace("ATTENTION\n", attention[1:] + "\n")
+    source = source.replace("GATED\n", gated[1:] + "\n")
+    return source.replace("NORM(h, ", norm)
+
+
+SOURCE = _source(TORCH_ATTENTION, TORCH_GATED, TORCH_NORM)
+NATIVE_SOURCE = _source(NATIVE_ATTENTION, NATIVE_GATED, NATIVE_NORM)
 
 _lock = threading.Lock()
 _compiled: dict[str, object] = {}

@@ -17,8 +17,14 @@ import torch.nn.functional as F
 from grpo_desktop.engine.ops import native
 from grpo_desktop.engine.sampling import decode, decode_script, sampler
 
-ops = native.decode_ops()
-built = pytest.mark.skipif(ops is None, reason=f"fused kernels not built here: {native.describe()}")
+
+@pytest.fixture
+def ops():
+    """The built kernels (built on first use, in the tests' cache folder), or the test skips."""
+    built = native.decode_ops()
+    if built is None:
+        pytest.skip(f"fused kernels not built here: {native.describe()}")
+    return built
 
 
 def _torch_attention(qkv, cos, sin, keys, values, L, H, Hkv, scaling, blocked):
@@ -36,10 +42,9 @@ def _torch_attention(qkv, cos, sin, keys, values, L, H, Hkv, scaling, blocked):
     return out.reshape(N, -1), keys, values
 
 
-@built
 @pytest.mark.parametrize("H,Hkv,D", [(4, 4, 16), (8, 4, 32), (9, 3, 64), (14, 2, 64)])
 @pytest.mark.parametrize("masked", [False, True])
-def test_rope_attend_is_torchs_attention_and_writes_torchs_keys_and_values(H, Hkv, D, masked):
+def test_rope_attend_is_torchs_attention_and_writes_torchs_keys_and_values(ops, H, Hkv, D, masked):
     g = torch.Generator().manual_seed(H * D)
     N, L, capacity = 5, 11, 16
     qkv = torch.randn(N, H + 2 * Hkv, D, generator=g)
@@ -70,15 +75,24 @@ def test_rope_attend_is_torchs_attention_and_writes_torchs_keys_and_values(H, Hk
         torch.testing.assert_close(again, out, rtol=1e-5, atol=2e-6)
 
 
-@built
-def test_silu_mul_is_torchs_silu_times_up_on_strided_rows():
+def test_silu_mul_is_torchs_silu_times_up_on_strided_rows(ops):
     gu = torch.randn(7, 3 * 40)[:, :80] * 6  # (7, 80): gate 40 then up 40, rows 120 apart
     expected = F.silu(gu[:, :40]) * gu[:, 40:]
     torch.testing.assert_close(ops.silu_mul(gu, 40), expected, rtol=1e-5, atol=1e-6)
 
 
-@built
-def test_the_kernels_refuse_what_they_do_not_handle_with_a_message():
+def test_rms_norm_is_torchs_rms_norm_on_strided_rows(ops):
+    x = torch.randn(9, 2 * 96)[:, :96] * 3  # (9, 96), rows 192 apart
+    weight = torch.randn(96)
+    expected = torch.rms_norm(x, [96], weight, 1e-5)
+    torch.testing.assert_close(ops.rms_norm(x, weight, 1e-5), expected, rtol=1e-5, atol=1e-6)
+    wide = torch.randn(300, 2048)  # rows shared between threads
+    weight = torch.randn(2048)
+    expected = torch.rms_norm(wide, [2048], weight, 1e-6)
+    torch.testing.assert_close(ops.rms_norm(wide, weight, 1e-6), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_the_kernels_refuse_what_they_do_not_handle_with_a_message(ops):
     qkv = torch.randn(2, 6, 8, dtype=torch.float64)
     cos = sin = torch.ones(2, 1, 8, dtype=torch.float64)
     keys, values = torch.zeros(2, 1, 8, 4), torch.zeros(2, 1, 4, 8)
@@ -97,10 +111,9 @@ def _lean(model, ids, mask, capacity: int, use_native: bool, monkeypatch):
     return lean
 
 
-@built
 @torch.no_grad()
 def test_the_lean_decoder_runs_the_kernels_and_keeps_torchs_greedy_tokens(
-    tiny_model_dir, monkeypatch
+    ops, tiny_model_dir, monkeypatch
 ):
     from transformers import AutoModelForCausalLM
 
@@ -163,8 +176,7 @@ def test_without_a_working_compiler_the_decode_keeps_torchs_operations_and_says_
     assert not off["built"] and off["line"] == f"unavailable: switched off ({native.ENV}=0)"
 
 
-@built
-def test_the_first_process_compiles_and_later_ones_load_from_the_cache(tmp_path):
+def test_the_first_process_compiles_and_later_ones_load_from_the_cache(ops, tmp_path):
     env = {"XDG_CACHE_HOME": str(tmp_path)}
     first = _in_fresh_process(env, PROBE)
     assert first["built"] and first["script"]
@@ -197,7 +209,9 @@ def test_gpus_and_bfloat16_weights_get_no_log_line():
 def test_both_sources_compile_from_one_template():
     for source, present, absent in (
         (decode_script.SOURCE, "torch.softmax", "grpo_desktop"),
-        (decode_script.NATIVE_SOURCE, "grpo_desktop::rope_attend".replace("::", "."), "softmax"),
+        (decode_script.NATIVE_SOURCE, "grpo_desktop.rope_attend", "softmax"),
     ):
         assert present in source and absent not in source
-        assert "ATTENTION" not in source and "GATED" not in source
+        assert "ATTENTION" not in source and "GATED" not in source and "NORM(" not in source
+    assert decode_script.SOURCE.count("torch.rms_norm(h, [E], ") == 3
+    assert decode_script.NATIVE_SOURCE.count("torch.ops.grpo_desktop.rms_norm(h, ") == 3
