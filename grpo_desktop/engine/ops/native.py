@@ -45,6 +45,7 @@ import torch
 ENV = "GRPO_DESKTOP_NATIVE"
 SOURCE = Path(__file__).with_name("native_decode.cpp")
 FLAGS = ["-O3", "-march=native", "-ffast-math", "-ffp-contract=off", "-fopenmp"]
+COMPILING = "Compiling the fused decode kernels for this CPU (once; about 6 s on two cores)…"
 _lock = threading.Lock()
 _state: dict[str, object] = {"tried": False, "ops": None, "status": "not built yet"}
 
@@ -177,6 +178,17 @@ def decode_ops():
 def describe() -> str:
     """One line for logs: whether the fused decode kernels are in use here, and why not."""
     return str(_state["status"])
+
+
+def will_compile(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether `describe_for(device, dtype)` is about to compile the kernels (no build of this
+    source for this CPU in the cache yet): the run log announces the wait first."""
+    if device.type != "cpu" or dtype != torch.float32 or _state["tried"]:
+        return False
+    if _unavailable_reason() is not None:
+        return False
+    name = build_name()
+    return not (cache_root() / name / f"{name}.so").exists()
 
 
 def describe_for(device: torch.device, dtype: torch.dtype) -> str | None:

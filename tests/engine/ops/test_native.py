@@ -176,17 +176,27 @@ def test_without_a_working_compiler_the_decode_keeps_torchs_operations_and_says_
     assert not off["built"] and off["line"] == f"unavailable: switched off ({native.ENV}=0)"
 
 
-def test_the_first_process_compiles_and_later_ones_load_from_the_cache(ops, tmp_path):
-    env = {"XDG_CACHE_HOME": str(tmp_path)}
-    first = _in_fresh_process(env, PROBE)
-    assert first["built"] and first["script"]
-    assert first["line"].startswith("fused decode kernels compiled in ")
-    assert str(tmp_path / "grpo-desktop" / "native") in first["line"]
-    assert first["log"].startswith("Fused decode kernels compiled in ")
-    second = _in_fresh_process(env, PROBE)
-    assert second["built"] and second["line"].startswith(
-        "fused decode kernels loaded from the cache"
+def _demo_logs(tmp_path, out: str) -> list[str]:
+    """The run log of a one-step demo run through the real CLI, with its own cache folder."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    cmd = [sys.executable, "-m", "grpo_desktop", "train", "--demo", "--steps", "1", "--quiet"]
+    proc = subprocess.run(
+        [*cmd, "--out", str(tmp_path / out)], capture_output=True, text=True, env=env, timeout=300
     )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(tmp_path / out / "events.jsonl", encoding="utf-8") as f:
+        events = [json.loads(line) for line in f]
+    return [e["message"] for e in events if e["type"] == "log"]
+
+
+def test_the_first_run_compiles_and_says_so_and_later_runs_load_from_the_cache(ops, tmp_path):
+    first = [m for m in _demo_logs(tmp_path, "first") if "decode kernels" in m]
+    assert first[0] == native.COMPILING  # announced before the wait
+    assert first[1].startswith("Fused decode kernels compiled in ")
+    assert str(tmp_path / "cache" / "grpo-desktop" / "native") in first[1]
+    assert len(first) == 2
+    second = [m for m in _demo_logs(tmp_path, "second") if "decode kernels" in m]
+    assert len(second) == 1 and second[0].startswith("Fused decode kernels loaded from the cache")
 
 
 def test_the_build_is_keyed_by_its_source_and_this_cpu(monkeypatch, tmp_path):
