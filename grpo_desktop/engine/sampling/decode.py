@@ -392,38 +392,39 @@ class LeanDecoder:
         for s, keys, values in zip(self.steps, self.keys, self.values):
             x = s.input_norm(h)  # (N, E)
             qkv = s.qkv(x).view(N, H + 2 * Hkv, D)  # (N, H + 2Hkv, D)
-            if self.native is not None:  # the lines below in one kernel (ops/native.py)
+            if self.native is not None:  # _attend's work in one kernel (ops/native.py)
                 out = self.native.rope_attend(
                     qkv, cos, sin, keys, values, L, H, Hkv, s.scaling, blocked
                 )  # (N, H * D)
-                h.add_(s.o(out))  # (N, E)
-                gu = s.gate_up(s.post_norm(h))  # (N, 2F)
-                gated = (
-                    self.native.silu_mul(gu, s.width)
-                    if s.act is F.silu
-                    else s.act(gu[:, : s.width]).mul_(gu[:, s.width :])
-                )  # (N, F)
-                h.add_(s.down(gated))  # (N, E)
-                continue
-            qk = qkv[:, : H + Hkv]  # (N, H + Hkv, D) the query and key heads, rotated in place
-            torch.add(qk * cos, qk.roll(D // 2, dims=-1) * sin, out=qk)
-            keys[..., L - 1] = qkv[:, H : H + Hkv]  # this token's keys (N, Hkv, D)
-            values[:, :, L - 1] = qkv[:, H + Hkv :]  # and values (N, Hkv, D)
-            # The H query heads as Hkv groups of H/Hkv "positions": query head i reads key/value
-            # head i // (H/Hkv), as transformers' repeat_kv does, without copying the cache.
-            grouped = qkv[:, :H].reshape(N, Hkv, -1, D)  # (N, Hkv, H/Hkv, D)
-            # Written out: for one query per row, two batched products beat the CPU's flash
-            # attention kernel, which is tiled for long queries.
-            scores = torch.matmul(grouped, keys[..., :L]).mul_(s.scaling)  # (N, Hkv, H/Hkv, L)
-            if blocked is not None:
-                scores.masked_fill_(blocked, float("-inf"))  # (N, Hkv, H/Hkv, L)
-            probs = torch.softmax(scores, dim=-1)  # (N, Hkv, H/Hkv, L)
-            out = torch.matmul(probs, values[:, :, :L])  # (N, Hkv, H/Hkv, D)
-            h.add_(s.o(out.reshape(N, -1)))  # (N, E)
+            else:
+                out = self._attend(qkv, cos, sin, keys, values, L, s.scaling, blocked)
+            h.add_(s.o(out))  # (N, E)
             gu = s.gate_up(s.post_norm(h))  # (N, 2F)
-            gated = s.act(gu[:, : s.width]).mul_(gu[:, s.width :])  # (N, F)
+            if self.native is not None and s.act is F.silu:
+                gated = self.native.silu_mul(gu, s.width)  # (N, F)
+            else:
+                gated = s.act(gu[:, : s.width]).mul_(gu[:, s.width :])  # (N, F)
             h.add_(s.down(gated))  # (N, E)
         return self.head(self.norm(h))  # (N, V)
+
+    def _attend(self, qkv, cos, sin, keys, values, L: int, scaling: float, blocked):
+        """One layer's attention in torch's operations: q and k rotated (in place in qkv), this
+        token's key and value written at position L - 1, then (N, H * D) attended outputs."""
+        N, D, Hkv, H = qkv.size(0), self.head_dim, self.kv_heads, self.heads
+        qk = qkv[:, : H + Hkv]  # (N, H + Hkv, D) the query and key heads, rotated in place
+        torch.add(qk * cos, qk.roll(D // 2, dims=-1) * sin, out=qk)
+        keys[..., L - 1] = qkv[:, H : H + Hkv]  # this token's keys (N, Hkv, D)
+        values[:, :, L - 1] = qkv[:, H + Hkv :]  # and values (N, Hkv, D)
+        # The H query heads as Hkv groups of H/Hkv "positions": query head i reads key/value
+        # head i // (H/Hkv), as transformers' repeat_kv does, without copying the cache.
+        grouped = qkv[:, :H].reshape(N, Hkv, -1, D)  # (N, Hkv, H/Hkv, D)
+        # Written out: for one query per row, two batched products beat the CPU's flash
+        # attention kernel, which is tiled for long queries.
+        scores = torch.matmul(grouped, keys[..., :L]).mul_(scaling)  # (N, Hkv, H/Hkv, L)
+        if blocked is not None:
+            scores.masked_fill_(blocked, float("-inf"))  # (N, Hkv, H/Hkv, L)
+        probs = torch.softmax(scores, dim=-1)  # (N, Hkv, H/Hkv, L)
+        return torch.matmul(probs, values[:, :, :L]).reshape(N, -1)  # (N, H * D)
 
 
 def supported_model(model):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from grpo_desktop.engine.models.tiny import build_tiny_model
-from grpo_desktop.engine.ops import kernels
+from grpo_desktop.engine.ops import kernels, native
 from grpo_desktop.engine.sampling import decode, decode_script, sampler
 from grpo_desktop.engine.sampling.rollout import tokenize_prompts
 
@@ -45,14 +45,22 @@ def _lean(model, tok, monkeypatch, scripted: bool):
 
 
 @torch.no_grad()
+@pytest.mark.parametrize("fused", [False, True], ids=["torch-ops", "fused-kernels"])
 def test_the_scripted_step_gives_the_python_steps_bits(
-    model_and_tokenizer, monkeypatch, choose_linear
+    model_and_tokenizer, monkeypatch, choose_linear, fused
 ):
+    """Either way the attention runs: torch's operations (decode_script.SOURCE against
+    decode.py's _attend) or ops/native.py's kernels (NATIVE_SOURCE against the Python step's
+    calls of them), where those are built."""
+    if fused and native.decode_ops() is None:
+        pytest.skip(f"fused kernels not built here: {native.describe()}")
+    monkeypatch.setattr(decode, "NATIVE", fused)
     choose_linear("0")
     model, tok = model_and_tokenizer
     scripted = _lean(model, tok, monkeypatch, True)
     python = _lean(model, tok, monkeypatch, False)
     assert scripted.script is not None and python.script is None
+    assert (scripted.native is not None) == fused and (python.native is not None) == fused
     if model.config.model_type == "qwen2":
         assert scripted.script_args[4][0] is not None  # the q/k/v bias goes in
     generator = torch.Generator().manual_seed(0)
