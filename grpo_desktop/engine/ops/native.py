@@ -142,8 +142,10 @@ def _build():
             torch.ops.load_library(str(where / f"{name}.so"))
             ops = torch.ops.grpo_desktop
             problem = _self_check(ops)
-        except Exception:  # a damaged file: build it again below
+        except Exception:  # a damaged file: removed, so that the build below makes it again
             problem = "unloadable"
+            with contextlib.suppress(OSError):
+                (where / f"{name}.so").unlink()
         if problem is None:
             return ops, f"fused decode kernels loaded from the cache ({where})"
     try:

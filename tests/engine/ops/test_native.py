@@ -189,7 +189,9 @@ def _demo_logs(tmp_path, out: str) -> list[str]:
     return [e["message"] for e in events if e["type"] == "log"]
 
 
-def test_the_first_run_compiles_and_says_so_and_later_runs_load_from_the_cache(ops, tmp_path):
+def test_the_first_run_compiles_and_says_so_later_runs_load_and_a_damaged_cache_rebuilds(
+    ops, tmp_path
+):
     first = [m for m in _demo_logs(tmp_path, "first") if "decode kernels" in m]
     assert first[0] == native.COMPILING  # announced before the wait
     assert first[1].startswith("Fused decode kernels compiled in ")
@@ -197,6 +199,11 @@ def test_the_first_run_compiles_and_says_so_and_later_runs_load_from_the_cache(o
     assert len(first) == 2
     second = [m for m in _demo_logs(tmp_path, "second") if "decode kernels" in m]
     assert len(second) == 1 and second[0].startswith("Fused decode kernels loaded from the cache")
+    # A damaged library in the cache (a disk error, an interrupted copy) is built again.
+    (library,) = (tmp_path / "cache" / "grpo-desktop" / "native").glob("*/*.so")
+    library.write_bytes(b"not a library")
+    again = _in_fresh_process({"XDG_CACHE_HOME": str(tmp_path / "cache")}, PROBE)
+    assert again["built"] and again["line"].startswith("fused decode kernels compiled in ")
 
 
 def test_the_build_is_keyed_by_its_source_and_this_cpu(monkeypatch, tmp_path):
