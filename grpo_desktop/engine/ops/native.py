@@ -6,8 +6,8 @@ SwiGLU's SiLU and product, each a call and a pass over memory (the keys' transpo
 touches a cold cache line per element). native_decode.cpp does the rotary embedding, the writes
 and the attention in one pass per row and key/value head (`rope_attend`), SiLU with its
 product in one (`silu_mul`) and RMSNorm in one (`rms_norm`; torch's CPU rms_norm is five
-operations). On `bench/vs_trl.py --quick`'s 3M model that took the generation
-from 0.217 to 0.188 s a step (bench/README.md, "Fused decode kernels").
+operations). On `bench/vs_trl.py --quick`'s 3M model that took the generation from 0.22-0.23
+to 0.18-0.19 s a step, the demo's from 0.18 to 0.14 (bench/README.md, "Fused decode kernels").
 
 torch's CPU build cannot fuse them itself without a compiler, so the kernels are compiled with
 the machine's C++ compiler through torch.utils.cpp_extension the first time a decode needs them
@@ -15,12 +15,14 @@ the machine's C++ compiler through torch.utils.cpp_extension the first time a de
 from the cache (XDG_CACHE_HOME or ~/.cache, grpo-desktop/native/) in milliseconds afterwards.
 Before use they are checked against torch's operations on a small example. Where any of that
 fails (no compiler, no ninja, another platform, a packaged app without torch's headers, a wrong
-result) the decode runs torch's operations as before, and `describe()` says why.
+result) the decode runs torch's operations as before, and `describe()` says why; a failed build
+is remembered in the cache and not tried again until the compiler changes.
 GRPO_DESKTOP_NATIVE=0 switches them off.
 
 What changes with them: the attention's sums run in another order and its exponential is
-glibc's vectorised one, so logits differ from torch's in the last bits (≤ 1e-6 relative) and a
-sampled token can differ where two candidates' probabilities tie to that precision; the keys and
+glibc's vectorised one, so logits differ from torch's in the last bits (the tests hold them
+within 1e-5) and a sampled token can differ where two candidates' probabilities tie to that
+precision (SmolLM2's runs parted at their third step; the demo's did not); the keys and
 values written are torch's bits (-ffp-contract=off). Prefill, log-prob passes and evaluation's
 first token do not use them.
 
@@ -44,8 +46,9 @@ import torch
 
 ENV = "GRPO_DESKTOP_NATIVE"
 SOURCE = Path(__file__).with_name("native_decode.cpp")
+FAILED = "failed.txt"  # in a build's cache folder: the compiler it failed with, and why
 FLAGS = ["-O3", "-march=native", "-ffast-math", "-ffp-contract=off", "-fopenmp"]
-COMPILING = "Compiling the fused decode kernels for this CPU (once; about 6 s on two cores)…"
+COMPILING = "Compiling fused kernels for faster CPU sampling (once on this machine; about 6 s on two cores)…"
 _lock = threading.Lock()
 _state: dict[str, object] = {"tried": False, "ops": None, "status": "not built yet"}
 
@@ -93,6 +96,25 @@ def _unavailable_reason() -> str | None:
             return "no ninja build tool (pip install ninja)"
         os.environ["PATH"] = f"{beside}{os.pathsep}{os.environ.get('PATH', '')}"
     return None
+
+
+def _compiler_stamp() -> str:
+    """The compiler's path and modification time: a build that failed with this compiler is not
+    tried again until it changes (installed, upgraded or another CXX)."""
+    path = shutil.which(os.environ.get("CXX", "c++")) or ""
+    try:
+        return f"{path} {os.stat(path).st_mtime_ns}"
+    except OSError:
+        return path
+
+
+def _failed_before(where: Path) -> str | None:
+    """Why this build failed with this compiler before (its marker in the cache), or None."""
+    try:
+        stamp, reason = (where / FAILED).read_text(encoding="utf-8").split("\n", 1)
+    except (OSError, ValueError):
+        return None
+    return reason.strip() if stamp == _compiler_stamp() else None
 
 
 def _self_check(ops) -> str | None:
@@ -148,6 +170,9 @@ def _build():
                 (where / f"{name}.so").unlink()
         if problem is None:
             return ops, f"fused decode kernels loaded from the cache ({where})"
+    failed = _failed_before(where)
+    if failed:
+        return None, f"unavailable: {failed} (earlier; delete {where} to try again)"
     try:
         from torch.utils.cpp_extension import load
 
@@ -167,9 +192,15 @@ def _build():
         problem = _self_check(ops)
     except Exception as exc:  # a failed compile or load: torch's operations stay
         last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
-        return None, f"unavailable: the build failed ({last[:200]})"
-    if problem:
-        return None, f"unavailable: {problem} on this machine"
+        problem = f"the build failed ({last[:200]})"
+    else:
+        if problem:
+            problem = f"{problem} on this machine"
+    if problem:  # remembered, so that later runs do not wait for the same failure
+        with contextlib.suppress(OSError):
+            where.mkdir(parents=True, exist_ok=True)
+            (where / FAILED).write_text(f"{_compiler_stamp()}\n{problem}", encoding="utf-8")
+        return None, f"unavailable: {problem}"
     seconds = time.perf_counter() - t0
     return ops, f"fused decode kernels compiled in {seconds:.1f} s, cached ({where})"
 
@@ -198,7 +229,8 @@ def will_compile(device: torch.device, dtype: torch.dtype) -> bool:
     if _unavailable_reason() is not None:
         return False
     name = build_name()
-    return not (cache_root() / name / f"{name}.so").exists()
+    where = cache_root() / name
+    return not (where / f"{name}.so").exists() and _failed_before(where) is None
 
 
 def describe_for(device: torch.device, dtype: torch.dtype) -> str | None:
@@ -210,5 +242,8 @@ def describe_for(device: torch.device, dtype: torch.dtype) -> str | None:
     decode_ops()
     line = describe()
     if line.startswith("unavailable"):
-        return f"Fused decode kernels {line}; the decode runs torch's operations instead."
-    return line[0].upper() + line[1:] + "."
+        return (
+            f"Faster CPU sampling kernels {line}; sampling runs torch's operations instead "
+            "(about a fifth slower on small models)."
+        )
+    return "Faster CPU sampling: " + line.replace("fused decode kernels", "fused kernels", 1) + "."

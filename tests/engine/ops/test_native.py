@@ -152,8 +152,10 @@ PROBE = """
 import json, torch
 from grpo_desktop.engine.ops import native
 from grpo_desktop.engine.sampling import decode_script
+announce = native.will_compile(torch.device("cpu"), torch.float32)
 ops = native.decode_ops()
 print(json.dumps({
+    "announce": announce,
     "built": ops is not None,
     "line": native.describe(),
     "log": native.describe_for(torch.device("cpu"), torch.float32),
@@ -165,10 +167,15 @@ print(json.dumps({
 def test_without_a_working_compiler_the_decode_keeps_torchs_operations_and_says_why(tmp_path):
     cache = {"XDG_CACHE_HOME": str(tmp_path)}
     broken = _in_fresh_process({**cache, "CXX": "false"}, PROBE)  # a compiler that fails
-    assert not broken["built"] and not broken["script"]
+    assert broken["announce"] and not broken["built"] and not broken["script"]
     assert broken["line"].startswith("unavailable: the build failed")
-    assert broken["log"].startswith("Fused decode kernels unavailable: the build failed")
-    assert broken["log"].endswith("the decode runs torch's operations instead.")
+    assert broken["log"].startswith("Faster CPU sampling kernels unavailable: the build failed")
+    assert "sampling runs torch's operations instead" in broken["log"]
+    # The next run does not try (and wait) again with the same compiler, and says how to retry.
+    again = _in_fresh_process({**cache, "CXX": "false"}, PROBE)
+    assert not again["announce"] and not again["built"]
+    assert again["line"].startswith("unavailable: the build failed (")
+    assert "(earlier; delete " in again["line"] and "to try again)" in again["line"]
     missing = _in_fresh_process({**cache, "CXX": str(tmp_path / "no-such-c++")}, PROBE)
     assert not missing["built"]
     assert "no C++ compiler" in missing["line"] and "install g++" in missing["line"]
@@ -192,13 +199,16 @@ def _demo_logs(tmp_path, out: str) -> list[str]:
 def test_the_first_run_compiles_and_says_so_later_runs_load_and_a_damaged_cache_rebuilds(
     ops, tmp_path
 ):
-    first = [m for m in _demo_logs(tmp_path, "first") if "decode kernels" in m]
+    first = [m for m in _demo_logs(tmp_path, "first") if "CPU sampling" in m]
     assert first[0] == native.COMPILING  # announced before the wait
-    assert first[1].startswith("Fused decode kernels compiled in ")
+    assert first[1].startswith("Faster CPU sampling: fused kernels compiled in ")
     assert str(tmp_path / "cache" / "grpo-desktop" / "native") in first[1]
     assert len(first) == 2
-    second = [m for m in _demo_logs(tmp_path, "second") if "decode kernels" in m]
-    assert len(second) == 1 and second[0].startswith("Fused decode kernels loaded from the cache")
+    second = [m for m in _demo_logs(tmp_path, "second") if "CPU sampling" in m]
+    assert second == [
+        m for m in second if m.startswith("Faster CPU sampling: fused kernels loaded")
+    ]
+    assert len(second) == 1
     # A damaged library in the cache (a disk error, an interrupted copy) is built again.
     (library,) = (tmp_path / "cache" / "grpo-desktop" / "native").glob("*/*.so")
     library.write_bytes(b"not a library")
