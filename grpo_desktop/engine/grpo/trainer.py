@@ -317,10 +317,9 @@ class _Run:
         sampling = sampling_precision.describe_for(policy, cfg.model.sampling_precision)
         if sampling:  # bfloat16 sampling asked for: on or not, and why
             yield LogMessage(start_step, "info", sampling)
-        dtype = next(policy.model.parameters()).dtype
-        if native.will_compile(policy.device, dtype):  # once per machine: say why it waits
+        if native.will_compile(policy.device, policy.dtype):  # once per machine: say why it waits
             yield LogMessage(start_step, "info", native.COMPILING)
-        fused = native.describe_for(policy.device, dtype)
+        fused = native.describe_for(policy.device, policy.dtype)
         if fused:  # the CPU decode's fused kernels: built (how long), loaded, or why not
             yield LogMessage(start_step, "info", fused)
         for text in [*self.notes, *warnings(cfg), *example_warnings(cfg)]:

@@ -50,7 +50,8 @@ FAILED = "failed.txt"  # in a build's cache folder: the compiler it failed with,
 FLAGS = ["-O3", "-march=native", "-ffast-math", "-ffp-contract=off", "-fopenmp"]
 COMPILING = "Compiling fused kernels for faster CPU sampling (once on this machine; about 6 s on two cores)…"
 _lock = threading.Lock()
-_state: dict[str, object] = {"tried": False, "ops": None, "status": "not built yet"}
+# decode_ops()'s answer: the ops, and either how they came (`done`) or why there are none (`why`)
+_state: dict[str, object] = {"tried": False, "ops": None, "done": None, "why": "not built yet"}
 
 
 def cache_root() -> Path:
@@ -67,6 +68,12 @@ def _cpu_identity() -> str:
         return "".join(sorted(set(lines)))
     except OSError:
         return platform.processor()
+
+
+def _library() -> tuple[Path, Path]:
+    """(this build's cache folder, its library file in it)."""
+    name = build_name()
+    return cache_root() / name, cache_root() / name / f"{name}.so"
 
 
 def build_name() -> str:
@@ -151,28 +158,27 @@ def _self_check(ops) -> str | None:
 
 
 def _build():
-    """Compile (or load from the cache) and check the kernels: (ops, status)."""
+    """Compile (or load from the cache) and check the kernels: (ops, how they came) or (None,
+    why not)."""
     reason = _unavailable_reason()
     if reason:
-        return None, f"unavailable: {reason}"
-    name = build_name()
-    where = cache_root() / name
-    cached = (where / f"{name}.so").exists()
+        return None, reason
+    where, library = _library()
     t0 = time.perf_counter()
-    if cached:  # built before: load the library itself, without the build tools (14 MB, ninja)
+    if library.exists():  # built before: load the library itself, without the build tools
         try:
-            torch.ops.load_library(str(where / f"{name}.so"))
+            torch.ops.load_library(str(library))
             ops = torch.ops.grpo_desktop
             problem = _self_check(ops)
         except Exception:  # a damaged file: removed, so that the build below makes it again
             problem = "unloadable"
             with contextlib.suppress(OSError):
-                (where / f"{name}.so").unlink()
+                library.unlink()
         if problem is None:
-            return ops, f"fused decode kernels loaded from the cache ({where})"
+            return ops, f"loaded from the cache ({where})"
     failed = _failed_before(where)
     if failed:
-        return None, f"unavailable: {failed} (earlier; delete {where} to try again)"
+        return None, f"{failed} (earlier; delete {where} to try again)"
     try:
         from torch.utils.cpp_extension import load
 
@@ -180,7 +186,7 @@ def _build():
         quiet = io.StringIO()  # the compiler's chatter; its errors arrive in the exception
         with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
             load(
-                name,
+                where.name,
                 [str(SOURCE)],
                 extra_cflags=FLAGS,
                 extra_ldflags=["-fopenmp"],
@@ -200,9 +206,8 @@ def _build():
         with contextlib.suppress(OSError):
             where.mkdir(parents=True, exist_ok=True)
             (where / FAILED).write_text(f"{_compiler_stamp()}\n{problem}", encoding="utf-8")
-        return None, f"unavailable: {problem}"
-    seconds = time.perf_counter() - t0
-    return ops, f"fused decode kernels compiled in {seconds:.1f} s, cached ({where})"
+        return None, problem
+    return ops, f"compiled in {time.perf_counter() - t0:.1f} s, cached ({where})"
 
 
 def decode_ops():
@@ -211,14 +216,16 @@ def decode_ops():
     return the same answer at once."""
     with _lock:
         if not _state["tried"]:
-            _state["ops"], _state["status"] = _build()
-            _state["tried"] = True
+            ops, how = _build()
+            _state.update(tried=True, ops=ops, done=how if ops else None, why=None if ops else how)
         return _state["ops"]
 
 
 def describe() -> str:
     """One line for logs: whether the fused decode kernels are in use here, and why not."""
-    return str(_state["status"])
+    if _state["ops"] is not None:
+        return f"fused decode kernels {_state['done']}"
+    return f"unavailable: {_state['why']}"
 
 
 def will_compile(device: torch.device, dtype: torch.dtype) -> bool:
@@ -228,9 +235,8 @@ def will_compile(device: torch.device, dtype: torch.dtype) -> bool:
         return False
     if _unavailable_reason() is not None:
         return False
-    name = build_name()
-    where = cache_root() / name
-    return not (where / f"{name}.so").exists() and _failed_before(where) is None
+    where, library = _library()
+    return not library.exists() and _failed_before(where) is None
 
 
 def describe_for(device: torch.device, dtype: torch.dtype) -> str | None:
@@ -239,11 +245,9 @@ def describe_for(device: torch.device, dtype: torch.dtype) -> str | None:
     weights: the lean decoder's attention then stays torch's)."""
     if device.type != "cpu" or dtype != torch.float32:
         return None
-    decode_ops()
-    line = describe()
-    if line.startswith("unavailable"):
+    if decode_ops() is None:
         return (
-            f"Faster CPU sampling kernels {line}; sampling runs torch's operations instead "
-            "(about a fifth slower on small models)."
+            f"Faster CPU sampling kernels unavailable: {_state['why']}; sampling runs torch's "
+            "operations instead (about a fifth slower on small models)."
         )
-    return "Faster CPU sampling: " + line.replace("fused decode kernels", "fused kernels", 1) + "."
+    return f"Faster CPU sampling: fused kernels {_state['done']}."

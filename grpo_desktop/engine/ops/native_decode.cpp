@@ -23,8 +23,9 @@ constexpr float kBlocked = -3.0e38f;  // a masked score: finite, as -ffast-math 
 //   qkv     (N, H + 2 Hkv, D) contiguous: this token's query, key and value heads, unrotated
 //   cos/sin (N, 1, D), last dimension contiguous; sin with its first half negated, so that the
 //           rotary embedding is x * cos + roll(x, D / 2) * sin
-//   keys    (N, Hkv, D, capacity) and values (N, Hkv, capacity, D): this token's rotated key and
-//           value are written at position L - 1, then positions [0, L) are attended
+//   keys    (N, Hkv, D, capacity) and values (N, Hkv, capacity, D), each contiguous in its last
+//           dimension: this token's rotated key and value are written at position L - 1, then
+//           positions [0, L) are attended
 //   blocked (N, 1, 1, >= L) bool or None: positions a row must not attend (its left padding)
 // Returns (N, H * D): per query head h (key/value head h / (H / Hkv)),
 // softmax(q_h · K * scaling) · V.
@@ -44,6 +45,8 @@ at::Tensor rope_attend(const at::Tensor& qkv, const at::Tensor& cos, const at::T
               "rope_attend: keys must be (N, Hkv, D, >= L)");
   TORCH_CHECK(values.size(0) == N && values.size(1) == Hkv && values.size(2) >= L && values.size(3) == D,
               "rope_attend: values must be (N, Hkv, >= L, D)");
+  TORCH_CHECK(keys.stride(3) == 1 && values.stride(3) == 1,
+              "rope_attend: keys and values must be contiguous in their last dimension");
   TORCH_CHECK(L >= 1, "rope_attend: L must be at least 1");
   const int64_t G = H / Hkv, half = D / 2;
   auto out = at::empty({N, H * D}, qkv.options());
@@ -53,8 +56,8 @@ at::Tensor rope_attend(const at::Tensor& qkv, const at::Tensor& cos, const at::T
   const int64_t cs = cos.stride(0), ss = sin.stride(0);
   float* kp = keys.data_ptr<float>();
   float* vp = values.data_ptr<float>();
-  const int64_t k0 = keys.stride(0), k1 = keys.stride(1), k2 = keys.stride(2), k3 = keys.stride(3);
-  const int64_t v0 = values.stride(0), v1 = values.stride(1), v2 = values.stride(2), v3 = values.stride(3);
+  const int64_t k0 = keys.stride(0), k1 = keys.stride(1), k2 = keys.stride(2);
+  const int64_t v0 = values.stride(0), v1 = values.stride(1), v2 = values.stride(2);
   const bool* bp = nullptr;
   int64_t b0 = 0, b3 = 0;
   if (blocked.has_value() && blocked->defined()) {
@@ -83,9 +86,9 @@ at::Tensor rope_attend(const at::Tensor& qkv, const at::Tensor& cos, const at::T
         const float b = kx[(j + half) % D] * s[j];
         rotated[j] = a + b;  // torch's x * cos + roll(x) * sin, rounded as it rounds
       }
-      for (int64_t d = 0; d < D; ++d) K[d * k2 + (L - 1) * k3] = rotated[d];
+      for (int64_t d = 0; d < D; ++d) K[d * k2 + L - 1] = rotated[d];
       const float* vx = row + (H + Hkv + kh) * D;
-      for (int64_t d = 0; d < D; ++d) V[(L - 1) * v2 + d * v3] = vx[d];
+      for (int64_t d = 0; d < D; ++d) V[(L - 1) * v2 + d] = vx[d];
       const bool* mask = bp ? bp + n * b0 : nullptr;
       for (int64_t g = 0; g < G; ++g) {
         const float* qx = row + (kh * G + g) * D;
@@ -96,12 +99,8 @@ at::Tensor rope_attend(const at::Tensor& qkv, const at::Tensor& cos, const at::T
         for (int64_t d = 0; d < D; ++d) {
           const float qd = q[d];
           const float* Kd = K + d * k2;
-          if (k3 == 1) {
 #pragma omp simd
-            for (int64_t l = 0; l < L; ++l) scores[l] += qd * Kd[l];
-          } else {
-            for (int64_t l = 0; l < L; ++l) scores[l] += qd * Kd[l * k3];
-          }
+          for (int64_t l = 0; l < L; ++l) scores[l] += qd * Kd[l];
         }
         float top = kBlocked;
         for (int64_t l = 0; l < L; ++l) {
@@ -131,12 +130,8 @@ at::Tensor rope_attend(const at::Tensor& qkv, const at::Tensor& cos, const at::T
         for (int64_t l = 0; l < L; ++l) {
           const float p = scores[l] * inv;
           const float* Vl = V + l * v2;
-          if (v3 == 1) {
 #pragma omp simd
-            for (int64_t d = 0; d < D; ++d) o[d] += p * Vl[d];
-          } else {
-            for (int64_t d = 0; d < D; ++d) o[d] += p * Vl[d * v3];
-          }
+          for (int64_t d = 0; d < D; ++d) o[d] += p * Vl[d];
         }
       }
     }
