@@ -2,8 +2,11 @@
 
     python packaging/build.py [--variant cpu|cuda] [--no-archive]
 
-Runs PyInstaller on packaging/grpo-desktop.spec (one-folder build into build/dist/grpo-desktop),
-then packages it:
+On Linux x86-64 it first compiles the fused CPU sampling kernels in portable builds (x86-64-v4,
+v3 and v2; engine/ops/native_build.py) into build/kernels, which the bundle carries: a packaged
+app cannot compile them on the user's machine (no torch headers there). Without a C++ compiler
+here the bundle goes without them and the app says so in its run log. Then it runs PyInstaller
+on packaging/grpo-desktop.spec (one-folder build into build/dist/grpo-desktop) and packages it:
 - Linux: build/grpo-desktop-VERSION-linux-ARCH-VARIANT.tar.gz holding the app folder, a .desktop
   entry, the icon and install.sh (installs for the current user, no root needed).
 - Windows: runs Inno Setup's `iscc` on packaging/windows/grpo-desktop.iss when it is on PATH.
@@ -29,6 +32,7 @@ ROOT = os.path.dirname(HERE)
 BUILD = os.path.join(ROOT, "build")
 DIST = os.path.join(BUILD, "dist")
 APP_DIR = os.path.join(DIST, "grpo-desktop")
+KERNELS = os.path.join(BUILD, "kernels")
 
 
 def version() -> str:
@@ -61,8 +65,26 @@ def check_variant(variant: str) -> None:
         print(f"note: torch {torch.__version__} is a CUDA build; the bundle will include CUDA libs")
 
 
-def run_pyinstaller(variant: str) -> None:
-    env = dict(os.environ, GRPO_VARIANT=variant)
+def build_kernels() -> str | None:
+    """The portable kernel builds for the bundle, or None (not Linux x86-64, or no compiler)."""
+    if not sys.platform.startswith("linux") or platform.machine() != "x86_64":
+        return None
+    sys.path.insert(0, ROOT)
+    from grpo_desktop.engine.ops import native_build
+
+    t0 = time.time()
+    try:
+        manifest = native_build.build_bundled(KERNELS)
+    except (native_build.BuildError, OSError) as exc:
+        print(f"warning: no fused CPU sampling kernels in this bundle ({exc})")
+        return None
+    levels = ", ".join(manifest["levels"])
+    print(f"kernels: {levels} for torch {manifest['torch']} in {time.time() - t0:.0f} s")
+    return KERNELS
+
+
+def run_pyinstaller(variant: str, kernels: str | None) -> None:
+    env = dict(os.environ, GRPO_VARIANT=variant, GRPO_KERNELS=kernels or "")
     cmd = [
         sys.executable,
         "-m",
@@ -138,7 +160,7 @@ def main() -> int:
     args = parser.parse_args()
     check_variant(args.variant)
     t0 = time.time()
-    run_pyinstaller(args.variant)
+    run_pyinstaller(args.variant, build_kernels())
     built = time.time() - t0
     print(f"app folder: {APP_DIR} ({folder_size(APP_DIR) / 2**20:.0f} MiB), built in {built:.0f} s")
     if args.no_archive:

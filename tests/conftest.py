@@ -90,6 +90,8 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     """Built-in models are cached under XDG_CACHE_HOME: keep the tests' cache out of the user's."""
     cache = tmp_path_factory.getbasetemp() / "xdg-cache"
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    # An installation from source compiles its own kernels; only the bundle tests name a bundle.
+    monkeypatch.delenv("GRPO_DESKTOP_BUNDLED_KERNELS", raising=False)
 
 
 @pytest.fixture(autouse=True)

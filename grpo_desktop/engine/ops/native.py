@@ -10,13 +10,16 @@ operations). On `bench/vs_trl.py --quick`'s 3M model that took the generation fr
 to 0.18-0.19 s a step, the demo's from 0.18 to 0.14 (bench/README.md, "Fused decode kernels").
 
 torch's CPU build cannot fuse them itself without a compiler, so the kernels are compiled with
-the machine's C++ compiler through torch.utils.cpp_extension the first time a decode needs them
-(about 6 s on a 2-core Xeon; `-march=native`, so the build is keyed by this CPU), and loaded
-from the cache (XDG_CACHE_HOME or ~/.cache, grpo-desktop/native/) in milliseconds afterwards.
-Before use they are checked against torch's operations on a small example. Where any of that
-fails (no compiler, no ninja, another platform, a packaged app without torch's headers, a wrong
-result) the decode runs torch's operations as before, and `describe()` says why; a failed build
-is remembered in the cache and not tried again until the compiler changes.
+the machine's C++ compiler (ops/native_build.py) the first time a decode needs them (about 6 s on
+a 2-core Xeon; `-march=native`, so the build is keyed by this CPU), and loaded from the cache
+(XDG_CACHE_HOME or ~/.cache, grpo-desktop/native/) in milliseconds afterwards. The packaged app
+has no torch headers to compile with: it carries portable builds instead (x86-64-v4, v3, v2,
+made by packaging/build.py in the folder BUNDLED, or the folder $GRPO_DESKTOP_BUNDLED_KERNELS
+names) and loads the best one this CPU runs. Before use they are checked against torch's
+operations on a small example. Where any of that fails (no compiler, another platform, a bundle
+for another torch or no level this CPU runs, a wrong result) the decode runs torch's operations
+as before, and `describe()` says why; a failed build is remembered in the cache and not tried
+again until the compiler changes.
 GRPO_DESKTOP_NATIVE=0 switches them off.
 
 What changes with them: the attention's sums run in another order and its exponential is
@@ -33,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
+import json
 import os
 import platform
 import shutil
@@ -44,10 +47,14 @@ from pathlib import Path
 
 import torch
 
+from grpo_desktop.engine.ops import native_build
+
 ENV = "GRPO_DESKTOP_NATIVE"
-SOURCE = Path(__file__).with_name("native_decode.cpp")
+BUNDLED_ENV = "GRPO_DESKTOP_BUNDLED_KERNELS"  # another folder of portable builds (tests, packagers)
+BUNDLED = Path(__file__).with_name("bundled")  # where the packaged app carries them
+SOURCE = native_build.SOURCE
 FAILED = "failed.txt"  # in a build's cache folder: the compiler it failed with, and why
-FLAGS = ["-O3", "-march=native", "-ffast-math", "-ffp-contract=off", "-fopenmp"]
+FLAGS = [*native_build.COMPILE_FLAGS, "-march=native"]
 COMPILING = "Compiling fused kernels for faster CPU sampling (once on this machine; about 6 s on two cores)…"
 _lock = threading.Lock()
 # decode_ops()'s answer: the ops, and either how they came (`done`) or why there are none (`why`)
@@ -77,38 +84,44 @@ def _library() -> tuple[Path, Path]:
 
 
 def build_name() -> str:
-    """The extension's name: a hash of its source, flags, torch, Python and this CPU."""
+    """The cached build's name: a hash of its source, flags, torch and this CPU."""
     digest = hashlib.sha256()
     for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), torch.__version__.encode()):
         digest.update(part)
-    digest.update(sys.version.encode())
     digest.update(_cpu_identity().encode())
     return "grpo_desktop_native_" + digest.hexdigest()[:16]
 
 
-def _unavailable_reason() -> str | None:
-    """Why no build is attempted here, or None."""
+def _bundle_folder() -> Path | None:
+    """The folder of portable builds this app carries (or $GRPO_DESKTOP_BUNDLED_KERNELS names),
+    or None where there is none (an installation from source compiles its own)."""
+    folder = Path(os.environ.get(BUNDLED_ENV) or BUNDLED)
+    return folder if (folder / native_build.MANIFEST).is_file() else None
+
+
+def _switched_off() -> str | None:
+    """Why no kernels are wanted or possible here at all, or None."""
     if os.environ.get(ENV, "1") == "0":
         return f"switched off ({ENV}=0)"
-    if getattr(sys, "frozen", False):
-        return "not compiled in the packaged app (it has no C++ headers for torch)"
     if not sys.platform.startswith("linux"):
         return f"built only on Linux so far (this is {sys.platform})"
-    compiler = os.environ.get("CXX", "c++")
+    return None
+
+
+def _cannot_compile() -> str | None:
+    """Why no build for this CPU is attempted here, or None."""
+    if getattr(sys, "frozen", False):
+        return "not compiled in the packaged app (it has no C++ headers for torch)"
+    compiler = native_build.compiler()
     if shutil.which(compiler) is None:
         return f"no C++ compiler ({compiler}) on the PATH; install g++ to get them"
-    if shutil.which("ninja") is None:
-        beside = Path(sys.executable).parent  # the ninja package's binary in an unactivated venv
-        if not (beside / "ninja").exists():
-            return "no ninja build tool (pip install ninja)"
-        os.environ["PATH"] = f"{beside}{os.pathsep}{os.environ.get('PATH', '')}"
     return None
 
 
 def _compiler_stamp() -> str:
     """The compiler's path and modification time: a build that failed with this compiler is not
     tried again until it changes (installed, upgraded or another CXX)."""
-    path = shutil.which(os.environ.get("CXX", "c++")) or ""
+    path = shutil.which(native_build.compiler()) or ""
     try:
         return f"{path} {os.stat(path).st_mtime_ns}"
     except OSError:
@@ -157,49 +170,77 @@ def _self_check(ops) -> str | None:
     return None
 
 
+def _load_checked(library: Path):
+    """Load a built library and check it: (ops, None), or (None, what went wrong) where it did
+    not load (nothing registered then) or (ops, what is wrong) where it loaded but is wrong."""
+    try:
+        torch.ops.load_library(str(library))
+    except Exception as exc:  # a damaged file, a missing symbol, an older glibc
+        last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+        return None, f"unloadable ({last[:160]})"
+    ops = torch.ops.grpo_desktop
+    try:
+        return ops, _self_check(ops)
+    except Exception as exc:  # another library under the same name, with other signatures
+        return ops, f"its check raised {type(exc).__name__}: {str(exc)[:160]}"
+
+
+def _from_bundle(folder: Path):
+    """The packaged app's portable builds: (ops, how) with the best level this CPU runs, or
+    (None, why not)."""
+    try:
+        manifest = json.loads((folder / native_build.MANIFEST).read_text(encoding="utf-8"))
+        built_for, levels = manifest["torch"], manifest["levels"]
+        source = manifest["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, f"the app's kernel list ({folder / native_build.MANIFEST}) is unreadable"
+    if built_for != torch.__version__:
+        return None, f"the app's kernels were built for torch {built_for}, not {torch.__version__}"
+    if source != native_build.source_digest():
+        return None, "the app's kernels were built from another version of their source"
+    level = native_build.best_level(list(levels), native_build.cpu_flags())
+    if level is None:
+        return None, "this CPU runs none of the app's builds (they need SSE4.2 at least)"
+    ops, problem = _load_checked(folder / levels[level.name])
+    if ops is None:
+        return None, f"the app's {level.name} kernels are {problem}"
+    if problem:
+        return None, f"the app's {level.name} kernels failed their check here: {problem}"
+    return ops, f"bundled with the app ({level.name})"
+
+
 def _build():
-    """Compile (or load from the cache) and check the kernels: (ops, how they came) or (None,
+    """Load the bundled kernels, or load or compile this CPU's: (ops, how they came) or (None,
     why not)."""
-    reason = _unavailable_reason()
+    reason = _switched_off()
+    if reason:
+        return None, reason
+    bundle = _bundle_folder()
+    if bundle is not None:  # the packaged app: its builds are the only ones there can be
+        return _from_bundle(bundle)
+    reason = _cannot_compile()
     if reason:
         return None, reason
     where, library = _library()
     t0 = time.perf_counter()
     if library.exists():  # built before: load the library itself, without the build tools
-        try:
-            torch.ops.load_library(str(library))
-            ops = torch.ops.grpo_desktop
-            problem = _self_check(ops)
-        except Exception:  # a damaged file: removed, so that the build below makes it again
-            problem = "unloadable"
+        ops, problem = _load_checked(library)
+        if ops is not None and problem is None:
+            return ops, f"loaded from the cache ({where})"
+        if ops is None:  # a damaged file: removed, so that the build below makes it again
             with contextlib.suppress(OSError):
                 library.unlink()
-        if problem is None:
-            return ops, f"loaded from the cache ({where})"
     failed = _failed_before(where)
     if failed:
         return None, f"{failed} (earlier; delete {where} to try again)"
     try:
-        from torch.utils.cpp_extension import load
-
-        where.mkdir(parents=True, exist_ok=True)
-        quiet = io.StringIO()  # the compiler's chatter; its errors arrive in the exception
-        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
-            load(
-                where.name,
-                [str(SOURCE)],
-                extra_cflags=FLAGS,
-                extra_ldflags=["-fopenmp"],
-                build_directory=str(where),
-                is_python_module=False,
-                verbose=False,
-            )
-        ops = torch.ops.grpo_desktop
-        problem = _self_check(ops)
-    except Exception as exc:  # a failed compile or load: torch's operations stay
-        last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
-        problem = f"the build failed ({last[:200]})"
+        native_build.compile_library(library, "native")
+    except native_build.BuildError as exc:
+        problem = f"the build failed ({exc})"
+    except OSError as exc:  # a full disk, an unwritable cache folder
+        problem = f"the build failed ({exc})"
     else:
+        ops, problem = _load_checked(library)
         if problem:
             problem = f"{problem} on this machine"
     if problem:  # remembered, so that later runs do not wait for the same failure
@@ -211,7 +252,7 @@ def _build():
 
 
 def decode_ops():
-    """torch.ops.grpo_desktop (rope_attend, silu_mul, rms_norm) once built and checked, else None.
+    """torch.ops.grpo_desktop (rope_attend, silu_mul, rms_norm) once loaded and checked, else None.
     The first call in a process builds or loads them (see the module's docstring); later calls
     return the same answer at once."""
     with _lock:
@@ -233,7 +274,7 @@ def will_compile(device: torch.device, dtype: torch.dtype) -> bool:
     source for this CPU in the cache yet): the run log announces the wait first."""
     if device.type != "cpu" or dtype != torch.float32 or _state["tried"]:
         return False
-    if _unavailable_reason() is not None:
+    if _switched_off() or _bundle_folder() is not None or _cannot_compile():
         return False
     where, library = _library()
     return not library.exists() and _failed_before(where) is None

@@ -1,0 +1,133 @@
+"""Compiling native_decode.cpp into a library torch can load, for this CPU or for the installers.
+
+Two callers, one compile:
+- ops/native.py compiles for this machine's CPU (`-march=native`) the first time a CPU decode
+  wants the fused kernels, into the user's cache folder;
+- packaging/build.py compiles the portable builds in LEVELS (`build_bundled`) into a folder the
+  installer carries, with a manifest naming the torch and source they were built for, because a
+  packaged app has neither torch's C++ headers nor, usually, a compiler.
+
+The compile is the machine's C++ compiler called directly (two steps: object, then library), with
+torch's include and library folders from torch.utils.cpp_extension: no build system, no Python
+headers (the kernels register through TORCH_LIBRARY, not as a Python module). The link step gets
+no -ffast-math: with it GCC would link crtfastmath.o, which switches the whole process to flush
+denormals to zero when the library loads, changing torch's arithmetic everywhere.
+A library is written under a temporary name and renamed into place, so a process loading it
+never sees half a file and two processes building at once both end with a whole one.
+
+Try it: python -c "from grpo_desktop.engine.ops import native_build as b; print(b.build_bundled('/tmp/k'))"
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+SOURCE = Path(__file__).with_name("native_decode.cpp")
+# -ffp-contract=off: the keys and values written are torch's bits (no fused multiply-adds);
+# -fopenmp: `omp simd` loops and at::parallel_for's OpenMP backend (torch's own libgomp is
+# already loaded when the library is, and the library uses it).
+COMPILE_FLAGS = ["-O3", "-ffast-math", "-ffp-contract=off", "-fopenmp", "-fPIC", "-std=c++20"]
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Level:
+    """A portable x86-64 build: GCC's -march name and the /proc/cpuinfo flags a CPU needs for it."""
+
+    name: str
+    needs: frozenset[str]
+
+
+_V2 = frozenset({"cx16", "lahf_lm", "popcnt", "sse4_1", "sse4_2", "ssse3"})
+_V3 = _V2 | {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
+_V4 = _V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+# Best first: AVX-512 CPUs (most Xeons, AMD Zen 4 and later) run the x86-64-v4 build as fast as
+# a -march=native one; AVX2 CPUs (2013 on) the v3; anything older the v2.
+LEVELS = (Level("x86-64-v4", _V4), Level("x86-64-v3", _V3), Level("x86-64-v2", _V2))
+
+
+class BuildError(RuntimeError):
+    """The compiler failed; the message ends with its last line of output."""
+
+
+def cpu_flags() -> frozenset[str]:
+    """This CPU's feature flags as Linux reports them (empty where /proc/cpuinfo is missing)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def best_level(names: list[str], flags: frozenset[str]) -> Level | None:
+    """The fastest of the levels `names` that a CPU with `flags` can run, or None."""
+    for level in LEVELS:
+        if level.name in names and level.needs <= flags:
+            return level
+    return None
+
+
+def source_digest() -> str:
+    """A hash of the kernels' source: a library built from another source is not this one."""
+    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+
+
+def compiler() -> str:
+    """The C++ compiler to call: $CXX, else c++."""
+    return os.environ.get("CXX", "c++")
+
+
+def _run(cmd: list[str]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = (proc.stderr + proc.stdout).strip().splitlines()
+        errors = (
+            [ln for ln in lines if "error" in ln] or lines or [f"exit status {proc.returncode}"]
+        )
+        raise BuildError(errors[-1].strip()[:200])
+
+
+def compile_library(library: Path, march: str) -> None:
+    """Compile SOURCE into `library` for `-march=<march>` ("native" or a level's name)."""
+    import torch
+    from torch.utils.cpp_extension import include_paths, library_paths
+
+    library.parent.mkdir(parents=True, exist_ok=True)
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    includes = [arg for path in include_paths() for arg in ("-isystem", path)]
+    links = [f"-L{path}" for path in library_paths()]
+    with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
+        obj, out = Path(tmp) / "native_decode.o", Path(tmp) / library.name
+        cxx = compiler()
+        flags = [*COMPILE_FLAGS, f"-march={march}", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+        _run([cxx, *flags, *includes, "-c", str(SOURCE), "-o", str(obj)])
+        _run([cxx, str(obj), "-shared", "-fopenmp", *links, "-lc10", "-ltorch_cpu", "-o", str(out)])
+        os.replace(out, library)
+
+
+def build_bundled(folder: str | os.PathLike, levels_wanted=LEVELS) -> dict:
+    """Compile the levels (every one in LEVELS unless told) into `folder` with their manifest,
+    what packaging/build.py ships in the installer: {"torch": version, "source": digest,
+    "levels": {level name: library file}}. The folder is emptied first."""
+    import torch
+
+    folder = Path(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    levels = {}
+    for level in levels_wanted:
+        name = f"grpo_desktop_native_{level.name.replace('-', '_')}.so"
+        compile_library(folder / name, level.name)
+        levels[level.name] = name
+    manifest = {"torch": torch.__version__, "source": source_digest(), "levels": levels}
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    return manifest
