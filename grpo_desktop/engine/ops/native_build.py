@@ -8,7 +8,7 @@ Two callers, one compile:
   packaged app has neither torch's C++ headers nor, usually, a compiler.
 
 The compile is the machine's C++ compiler called directly (two steps: object, then library), with
-torch's include and library folders from torch.utils.cpp_extension: no build system, no Python
+torch's include and library folders: no build system, no setuptools, no Python
 headers (the kernels register through TORCH_LIBRARY, not as a Python module). The link step gets
 no -ffast-math: with it GCC would link crtfastmath.o, which switches the whole process to flush
 denormals to zero when the library loads, changing torch's arithmetic everywhere.
@@ -100,12 +100,17 @@ def _run(cmd: list[str]) -> None:
 def compile_library(library: Path, march: str) -> None:
     """Compile SOURCE into `library` for `-march=<march>` ("native" or a level's name)."""
     import torch
-    from torch.utils.cpp_extension import include_paths, library_paths
 
+    # torch's headers and libraries, where torch.utils.cpp_extension finds them (that module
+    # itself is not imported: it needs setuptools, which a fresh virtual environment lacks).
+    root = Path(torch.__file__).parent
+    headers = [root / "include", root / "include" / "torch" / "csrc" / "api" / "include"]
+    if not headers[0].is_dir():
+        raise BuildError(f"torch's C++ headers are missing ({headers[0]})")
     library.parent.mkdir(parents=True, exist_ok=True)
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    includes = [arg for path in include_paths() for arg in ("-isystem", path)]
-    links = [f"-L{path}" for path in library_paths()]
+    includes = [arg for path in headers for arg in ("-isystem", str(path))]
+    links = [f"-L{root / 'lib'}"]
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
         obj, out = Path(tmp) / "native_decode.o", Path(tmp) / library.name
         cxx = compiler()

@@ -149,7 +149,7 @@ def _in_fresh_process(env: dict, code: str) -> dict:
 
 
 PROBE = """
-import json, torch
+import json, sys, torch
 from grpo_desktop.engine.ops import native
 from grpo_desktop.engine.sampling import decode_script
 announce = native.will_compile(torch.device("cpu"), torch.float32)
@@ -161,6 +161,7 @@ print(json.dumps({
     "log": native.describe_for(torch.device("cpu"), torch.float32),
     "script": decode_script.layers_step(True) is not None,
     "denormals_kept": (torch.tensor([1e-39]) * 1.0).item() > 0,  # no flush-to-zero switched on
+    "setuptools": "setuptools" in sys.modules,  # not in a fresh virtual environment since 3.12
 }))
 """
 
@@ -215,7 +216,7 @@ def test_the_first_run_compiles_and_says_so_later_runs_load_and_a_damaged_cache_
     library.write_bytes(b"not a library")
     again = _in_fresh_process({"XDG_CACHE_HOME": str(tmp_path / "cache")}, PROBE)
     assert again["built"] and again["line"].startswith("fused decode kernels compiled in ")
-    assert again["script"] and again["denormals_kept"]
+    assert again["script"] and again["denormals_kept"] and not again["setuptools"]
 
 
 def test_the_build_is_keyed_by_its_source_and_this_cpu(monkeypatch, tmp_path):
