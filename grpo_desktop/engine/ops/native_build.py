@@ -87,8 +87,11 @@ def compiler() -> str:
     return os.environ.get("CXX", "c++")
 
 
-def _run(cmd: list[str]) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+def _run(cmd: list[str], timeout: float = 600) -> None:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"the compiler was still running after {timeout:.0f} s") from None
     if proc.returncode != 0:
         lines = (proc.stderr + proc.stdout).strip().splitlines()
         errors = (
