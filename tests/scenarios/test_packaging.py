@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import subprocess
 import sys
 
@@ -50,7 +51,7 @@ def test_bundle_builds_and_passes_its_self_test(tmp_path):
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "self-test: all checks passed" in result.stdout
-    if sys.platform.startswith("linux") and platform.machine() == "x86_64":
+    if sys.platform.startswith("linux") and platform.machine() == "x86_64" and shutil.which("c++"):
         # build.py compiled the portable kernel builds and the app loaded the best for this CPU
         assert "fused decode kernels bundled with the app (x86-64-v" in result.stdout, result.stdout
     shot = tmp_path / "x.png"
