@@ -100,8 +100,8 @@ def _run(cmd: list[str], timeout: float = 600) -> None:
         raise BuildError(errors[-1].strip()[:200])
 
 
-def compile_library(library: Path, march: str) -> None:
-    """Compile SOURCE into `library` for `-march=<march>` ("native" or a level's name)."""
+def compile_library(library: Path, target: list[str]) -> None:
+    """Compile SOURCE into `library` with the `target` flags (`-march=...` and the like)."""
     import torch
 
     # torch's headers and libraries, where torch.utils.cpp_extension finds them (that module
@@ -117,7 +117,7 @@ def compile_library(library: Path, march: str) -> None:
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
         obj, out = Path(tmp) / "native_decode.o", Path(tmp) / library.name
         cxx = compiler()
-        flags = [*COMPILE_FLAGS, f"-march={march}", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+        flags = [*COMPILE_FLAGS, *target, f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
         _run([cxx, *flags, *includes, "-c", str(SOURCE), "-o", str(obj)])
         _run([cxx, str(obj), "-shared", "-fopenmp", *links, "-lc10", "-ltorch_cpu", "-o", str(out)])
         os.replace(out, library)
@@ -134,7 +134,7 @@ def build_bundled(folder: str | os.PathLike, levels_wanted=LEVELS) -> dict:
     levels = {}
     for level in levels_wanted:
         name = f"grpo_desktop_native_{level.name.replace('-', '_')}.so"
-        compile_library(folder / name, level.name)
+        compile_library(folder / name, [f"-march={level.name}"])
         levels[level.name] = name
     manifest = {"torch": torch.__version__, "source": source_digest(), "levels": levels}
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")

@@ -1,0 +1,106 @@
+"""The installer's portable kernel builds against this CPU's own: is x86-64-v4 (or v3) as fast?
+
+The Linux installer carries native_decode.cpp compiled for x86-64-v4, v3 and v2
+(engine/ops/native_build.py) and loads the best level the CPU runs, where an installation from
+source compiles with -march=native (native.TARGET). This compiles each level this CPU runs and a
+native build into a temporary folder, then times each library's three kernels in its own process (one
+TORCH_LIBRARY per process), the libraries alternated round by round, at the decode shapes of
+`vs_trl.py --quick`'s 3M model and of SmolLM2-135M (32 rows, 70 cached keys, 2 threads). Per
+library: microseconds a decode token-step spends in each kernel (every layer's call), best of
+each round, median over rounds.
+
+    python bench/kernel_levels.py [--rounds 3] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+# (name, layers, hidden, heads, kv heads, head dim, intermediate)
+SHAPES = [("3M", 4, 256, 8, 4, 32, 688), ("SmolLM2", 30, 576, 9, 3, 64, 1536)]
+
+TIMER = """
+import json, sys, time, torch
+torch.ops.load_library(sys.argv[1])
+ops = torch.ops.grpo_desktop
+torch.set_num_threads(int(sys.argv[2]))
+shapes = json.loads(sys.argv[3])
+g = torch.Generator().manual_seed(0)
+out = {}
+for name, layers, E, H, Hkv, D, F in shapes:
+    N, L, cap = 32, 70, 101
+    qkv = torch.randn(N, H + 2 * Hkv, D, generator=g)
+    cos, sin = torch.randn(N, 1, D, generator=g), torch.randn(N, 1, D, generator=g)
+    keys = [torch.randn(N, Hkv, D, cap, generator=g) for _ in range(layers)]
+    values = [torch.randn(N, Hkv, cap, D, generator=g) for _ in range(layers)]
+    gu, x, w = torch.randn(N, 2 * F, generator=g), torch.randn(N, E, generator=g), torch.randn(E)
+    calls = {
+        "rope_attend": lambda: [ops.rope_attend(qkv, cos, sin, keys[i], values[i], L, H, Hkv, D**-0.5, None) for i in range(layers)],
+        "silu_mul": lambda: [ops.silu_mul(gu, F) for _ in range(layers)],
+        "rms_norm": lambda: [ops.rms_norm(x, w, 1e-6) for _ in range(2 * layers + 1)],
+    }
+    for kernel, call in calls.items():
+        for _ in range(20):
+            call()
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(50):
+                call()
+            best = min(best, (time.perf_counter() - t0) / 50)
+        out[f"{name} {kernel}"] = best * 1e6
+print(json.dumps(out))
+"""
+
+
+def main() -> int:
+    from grpo_desktop.engine.ops import native_build
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    flags = native_build.cpu_flags()
+    from grpo_desktop.engine.ops import native
+
+    marches = [lv.name for lv in native_build.LEVELS if lv.needs <= flags] + ["native"]
+    results: dict[str, list[dict]] = {m: [] for m in marches}
+    with tempfile.TemporaryDirectory() as tmp:
+        libraries = {}
+        for march in marches:
+            libraries[march] = Path(tmp) / f"k_{march.replace('-', '_')}.so"
+            target = native.TARGET if march == "native" else [f"-march={march}"]
+            native_build.compile_library(libraries[march], target)
+        for r in range(args.rounds):
+            for march in marches if r % 2 == 0 else marches[::-1]:
+                cmd = [sys.executable, "-c", TIMER, str(libraries[march]), str(args.threads)]
+                proc = subprocess.run(
+                    [*cmd, json.dumps(SHAPES)], capture_output=True, text=True, check=True
+                )
+                results[march].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    keys = list(results[marches[0]][0])
+    print(f"µs a decode token-step in each kernel, {args.threads} threads, 32 rows, 70 keys;")
+    print(f"median of {args.rounds} rounds (each the best of 5 × 50 calls)")
+    print("| kernel | " + " | ".join(marches) + " |")
+    print("|---|" + "---|" * len(marches))
+    medians = {}
+    for key in keys:
+        row = [statistics.median(run[key] for run in results[m]) for m in marches]
+        medians[key] = dict(zip(marches, row))
+        print(f"| {key} | " + " | ".join(f"{v:.1f}" for v in row) + " |")
+    print(json.dumps(medians))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
