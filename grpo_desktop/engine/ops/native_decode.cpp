@@ -19,6 +19,35 @@ namespace {
 
 constexpr float kBlocked = -3.0e38f;  // a masked score: finite, as -ffast-math assumes
 
+// One block of W scores from key position l0: scores[l] = sum over d of q[d] * K[d * k2 + l], each
+// summed in a register in the order d = 0, 1, ... (a running sum's rounding, without its loads
+// and stores).
+template <int64_t W>
+void score_block(const float* q, const float* K, int64_t k2, int64_t D, int64_t l0, float* scores) {
+  float acc[W] = {};
+  for (int64_t d = 0; d < D; ++d) {
+    const float qd = q[d];
+    const float* Kd = K + d * k2 + l0;
+#pragma omp simd
+    for (int64_t j = 0; j < W; ++j) acc[j] += qd * Kd[j];
+  }
+  for (int64_t j = 0; j < W; ++j) scores[l0 + j] = acc[j];
+}
+
+// One block of W outputs from d0: o[d] = sum over l of p[l] * V[l * v2 + d], in the order
+// l = 0, 1, ...
+template <int64_t W>
+void output_block(const float* p, const float* V, int64_t v2, int64_t L, int64_t d0, float* o) {
+  float acc[W] = {};
+  for (int64_t l = 0; l < L; ++l) {
+    const float pl = p[l];
+    const float* Vl = V + l * v2 + d0;
+#pragma omp simd
+    for (int64_t j = 0; j < W; ++j) acc[j] += pl * Vl[j];
+  }
+  for (int64_t j = 0; j < W; ++j) o[d0 + j] = acc[j];
+}
+
 // One layer's attention for one new token per row.
 //   qkv     (N, H + 2 Hkv, D) contiguous: this token's query, key and value heads, unrotated
 //   cos/sin (N, 1, D), last dimension contiguous; sin with its first half negated, so that the
@@ -95,12 +124,20 @@ at::Tensor rope_attend(const at::Tensor& qkv, const at::Tensor& cos, const at::T
         float* q = rotated + D;
         for (int64_t j = 0; j < D; ++j) q[j] = qx[j] * c[j] + qx[(j + half) % D] * s[j];
         float* scores = buffer.data() + g * L;  // (L)
-        for (int64_t l = 0; l < L; ++l) scores[l] = 0.f;
-        for (int64_t d = 0; d < D; ++d) {
-          const float qd = q[d];
-          const float* Kd = K + d * k2;
-#pragma omp simd
-          for (int64_t l = 0; l < L; ++l) scores[l] += qd * Kd[l];
+        // Key positions in blocks of 64, then 16, the last block ending at L (positions it shares
+        // with the one before get the same sums again); a row shorter than 16 keys, d outer.
+        int64_t l0 = 0;
+        for (; l0 + 64 <= L; l0 += 64) score_block<64>(q, K, k2, D, l0, scores);
+        for (; l0 + 16 <= L; l0 += 16) score_block<16>(q, K, k2, D, l0, scores);
+        if (l0 < L && L >= 16) {
+          score_block<16>(q, K, k2, D, L - 16, scores);
+        } else if (l0 < L) {
+          for (int64_t l = l0; l < L; ++l) scores[l] = 0.f;
+          for (int64_t d = 0; d < D; ++d) {
+            const float qd = q[d];
+            const float* Kd = K + d * k2;
+            for (int64_t l = l0; l < L; ++l) scores[l] += qd * Kd[l];
+          }
         }
         float top = kBlocked;
         for (int64_t l = 0; l < L; ++l) {
@@ -125,13 +162,22 @@ at::Tensor rope_attend(const at::Tensor& qkv, const at::Tensor& cos, const at::T
           }
         }
         const float inv = 1.f / sum;
+        for (int64_t l = 0; l < L; ++l) scores[l] *= inv;  // the probabilities
         float* o = op + n * H * D + (kh * G + g) * D;
-        for (int64_t d = 0; d < D; ++d) o[d] = 0.f;
-        for (int64_t l = 0; l < L; ++l) {
-          const float p = scores[l] * inv;
-          const float* Vl = V + l * v2;
-#pragma omp simd
-          for (int64_t d = 0; d < D; ++d) o[d] += p * Vl[d];
+        // Outputs in blocks of 64, then 16, the last block ending at D; a head narrower than 16
+        // (or a remainder of one that is), l outer.
+        int64_t d0 = 0;
+        for (; d0 + 64 <= D; d0 += 64) output_block<64>(scores, V, v2, L, d0, o);
+        for (; d0 + 16 <= D; d0 += 16) output_block<16>(scores, V, v2, L, d0, o);
+        if (d0 < D && D >= 16) {
+          output_block<16>(scores, V, v2, L, D - 16, o);
+        } else if (d0 < D) {
+          for (int64_t d = d0; d < D; ++d) o[d] = 0.f;
+          for (int64_t l = 0; l < L; ++l) {
+            const float pl = scores[l];
+            const float* Vl = V + l * v2;
+            for (int64_t d = d0; d < D; ++d) o[d] += pl * Vl[d];
+          }
         }
       }
     }

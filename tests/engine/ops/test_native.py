@@ -42,11 +42,18 @@ def _torch_attention(qkv, cos, sin, keys, values, L, H, Hkv, scaling, blocked):
     return out.reshape(N, -1), keys, values
 
 
-@pytest.mark.parametrize("H,Hkv,D", [(4, 4, 16), (8, 4, 32), (9, 3, 64), (14, 2, 64)])
+# Head widths and lengths that take each of the kernel's paths: blocks of 64 and 16 key positions
+# (or outputs), a last block overlapping the one before (L 70, D 40), fewer than 16 (L 11, D 8).
+@pytest.mark.parametrize(
+    "H,Hkv,D", [(4, 4, 16), (8, 4, 32), (9, 3, 64), (14, 2, 64), (6, 2, 40), (4, 2, 8)]
+)
+@pytest.mark.parametrize("L", [11, 70, 144])
 @pytest.mark.parametrize("masked", [False, True])
-def test_rope_attend_is_torchs_attention_and_writes_torchs_keys_and_values(ops, H, Hkv, D, masked):
-    g = torch.Generator().manual_seed(H * D)
-    N, L, capacity = 5, 11, 16
+def test_rope_attend_is_torchs_attention_and_writes_torchs_keys_and_values(
+    ops, H, Hkv, D, L, masked
+):
+    g = torch.Generator().manual_seed(H * D + L)
+    N, capacity = 5, L + 5
     qkv = torch.randn(N, H + 2 * Hkv, D, generator=g)
     angles = torch.randn(N, 3, D, generator=g)  # a step's column of (N, T, D) angles, as decoded
     cos, sin = angles[:, 1:2].cos(), angles[:, 1:2].sin()  # (N, 1, D), rows strided
