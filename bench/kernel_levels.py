@@ -9,7 +9,12 @@ TORCH_LIBRARY per process), the libraries alternated round by round, at the deco
 library: microseconds a decode token-step spends in each kernel (every layer's call), best of
 each round, median over rounds.
 
-    python bench/kernel_levels.py [--rounds 3] [--threads 2]
+`--against FILE` adds a native build of another native_decode.cpp (an older commit's, from `git
+show COMMIT:grpo_desktop/engine/ops/native_decode.cpp > old.cpp`) as a column, and says whether
+each kernel's outputs on the timed inputs are the same bits as this source's native build: a
+kernel change meant to keep its rounding is checked here.
+
+    python bench/kernel_levels.py [--rounds 3] [--threads 2] [--against old.cpp]
 """
 
 from __future__ import annotations
@@ -36,20 +41,22 @@ ops = torch.ops.grpo_desktop
 torch.set_num_threads(int(sys.argv[2]))
 shapes = json.loads(sys.argv[3])
 g = torch.Generator().manual_seed(0)
-out = {}
+out, outputs = {}, {}
 for name, layers, E, H, Hkv, D, F in shapes:
     N, L, cap = 32, 70, 101
     qkv = torch.randn(N, H + 2 * Hkv, D, generator=g)
     cos, sin = torch.randn(N, 1, D, generator=g), torch.randn(N, 1, D, generator=g)
     keys = [torch.randn(N, Hkv, D, cap, generator=g) for _ in range(layers)]
     values = [torch.randn(N, Hkv, cap, D, generator=g) for _ in range(layers)]
-    gu, x, w = torch.randn(N, 2 * F, generator=g), torch.randn(N, E, generator=g), torch.randn(E)
+    gu, x, w = torch.randn(N, 2 * F, generator=g), torch.randn(N, E, generator=g), torch.randn(E, generator=g)
     calls = {
         "rope_attend": lambda: [ops.rope_attend(qkv, cos, sin, keys[i], values[i], L, H, Hkv, D**-0.5, None) for i in range(layers)],
         "silu_mul": lambda: [ops.silu_mul(gu, F) for _ in range(layers)],
         "rms_norm": lambda: [ops.rms_norm(x, w, 1e-6) for _ in range(2 * layers + 1)],
     }
     for kernel, call in calls.items():
+        if len(sys.argv) > 4:  # this library's outputs, for a comparison of bits
+            outputs[f"{name} {kernel}"] = call()
         for _ in range(20):
             call()
         best = float("inf")
@@ -59,6 +66,8 @@ for name, layers, E, H, Hkv, D, F in shapes:
                 call()
             best = min(best, (time.perf_counter() - t0) / 50)
         out[f"{name} {kernel}"] = best * 1e6
+if len(sys.argv) > 4:
+    torch.save(outputs, sys.argv[4])
 print(json.dumps(out))
 """
 
@@ -69,25 +78,42 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--against", type=Path, help="another native_decode.cpp, built natively")
     args = parser.parse_args()
     flags = native_build.cpu_flags()
     from grpo_desktop.engine.ops import native
 
     marches = [lv.name for lv in native_build.LEVELS if lv.needs <= flags] + ["native"]
+    if args.against:
+        marches.append("against")
     results: dict[str, list[dict]] = {m: [] for m in marches}
     with tempfile.TemporaryDirectory() as tmp:
         libraries = {}
         for march in marches:
             libraries[march] = Path(tmp) / f"k_{march.replace('-', '_')}.so"
-            target = native.TARGET if march == "native" else [f"-march={march}"]
-            native_build.compile_library(libraries[march], target)
+            target = [f"-march={march}"] if march.startswith("x86-64") else native.TARGET
+            source = native_build.SOURCE
+            if march == "against":
+                native_build.SOURCE = args.against.resolve()
+            try:
+                native_build.compile_library(libraries[march], target)
+            finally:
+                native_build.SOURCE = source
         for r in range(args.rounds):
             for march in marches if r % 2 == 0 else marches[::-1]:
                 cmd = [sys.executable, "-c", TIMER, str(libraries[march]), str(args.threads)]
+                saved = [str(Path(tmp) / f"out_{march}.pt")] if r == 0 and args.against else []
                 proc = subprocess.run(
-                    [*cmd, json.dumps(SHAPES)], capture_output=True, text=True, check=True
+                    [*cmd, json.dumps(SHAPES), *saved], capture_output=True, text=True, check=True
                 )
                 results[march].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        if args.against:
+            import torch
+
+            ours, theirs = (torch.load(Path(tmp) / f"out_{m}.pt") for m in ("native", "against"))
+            for key in ours:
+                same = all(torch.equal(a, b) for a, b in zip(ours[key], theirs[key]))
+                print(f"{key}: outputs {'the same bits' if same else 'DIFFER'} (native vs against)")
     keys = list(results[marches[0]][0])
     print(f"µs a decode token-step in each kernel, {args.threads} threads, 32 rows, 70 keys;")
     print(f"median of {args.rounds} rounds (each the best of 5 × 50 calls)")

@@ -164,8 +164,8 @@ at::Tensor rope_attend(const at::Tensor& qkv, const at::Tensor& cos, const at::T
         const float inv = 1.f / sum;
         for (int64_t l = 0; l < L; ++l) scores[l] *= inv;  // the probabilities
         float* o = op + n * H * D + (kh * G + g) * D;
-        // Outputs in blocks of 64, then 16, the last block ending at D; a head narrower than 16
-        // (or a remainder of one that is), l outer.
+        // Outputs in blocks of 64, then 16, the last block ending at D (outputs it shares with the
+        // one before get the same sums again); a head narrower than 16, l outer.
         int64_t d0 = 0;
         for (; d0 + 64 <= D; d0 += 64) output_block<64>(scores, V, v2, L, d0, o);
         for (; d0 + 16 <= D; d0 += 16) output_block<16>(scores, V, v2, L, d0, o);
