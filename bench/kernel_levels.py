@@ -92,13 +92,8 @@ def main() -> int:
         for march in marches:
             libraries[march] = Path(tmp) / f"k_{march.replace('-', '_')}.so"
             target = [f"-march={march}"] if march.startswith("x86-64") else native.TARGET
-            source = native_build.SOURCE
-            if march == "against":
-                native_build.SOURCE = args.against.resolve()
-            try:
-                native_build.compile_library(libraries[march], target)
-            finally:
-                native_build.SOURCE = source
+            source = args.against.resolve() if march == "against" else None
+            native_build.compile_library(libraries[march], target, source)
         for r in range(args.rounds):
             for march in marches if r % 2 == 0 else marches[::-1]:
                 cmd = [sys.executable, "-c", TIMER, str(libraries[march]), str(args.threads)]

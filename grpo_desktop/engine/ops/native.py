@@ -244,9 +244,7 @@ def _build():
         return None, f"{failed} (earlier; delete {where} to try again)"
     try:
         native_build.compile_library(library, TARGET)
-    except native_build.BuildError as exc:
-        problem = f"the build failed ({exc})"
-    except OSError as exc:  # a full disk, an unwritable cache folder
+    except (native_build.BuildError, OSError) as exc:  # OSError: a full disk, an unwritable cache
         problem = f"the build failed ({exc})"
     else:
         ops, problem = _load_checked(library)

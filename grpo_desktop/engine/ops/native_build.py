@@ -100,8 +100,9 @@ def _run(cmd: list[str], timeout: float = 600) -> None:
         raise BuildError(errors[-1].strip()[:200])
 
 
-def compile_library(library: Path, target: list[str]) -> None:
-    """Compile SOURCE into `library` with the `target` flags (`-march=...` and the like)."""
+def compile_library(library: Path, target: list[str], source: Path | None = None) -> None:
+    """Compile `source` (SOURCE unless told: a benchmark may build another version beside it)
+    into `library` with the `target` flags (`-march=...` and the like)."""
     import torch
 
     # torch's headers and libraries, where torch.utils.cpp_extension finds them (that module
@@ -118,7 +119,7 @@ def compile_library(library: Path, target: list[str]) -> None:
         obj, out = Path(tmp) / "native_decode.o", Path(tmp) / library.name
         cxx = compiler()
         flags = [*COMPILE_FLAGS, *target, f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
-        _run([cxx, *flags, *includes, "-c", str(SOURCE), "-o", str(obj)])
+        _run([cxx, *flags, *includes, "-c", str(source or SOURCE), "-o", str(obj)])
         _run([cxx, str(obj), "-shared", "-fopenmp", *links, "-lc10", "-ltorch_cpu", "-o", str(out)])
         os.replace(out, library)
 

@@ -19,33 +19,37 @@ namespace {
 
 constexpr float kBlocked = -3.0e38f;  // a masked score: finite, as -ffast-math assumes
 
-// One block of W scores from key position l0: scores[l] = sum over d of q[d] * K[d * k2 + l], each
-// summed in a register in the order d = 0, 1, ... (a running sum's rounding, without its loads
-// and stores).
+// out[j] = sum over i < n of a[i] * M[i * stride + j], for j < m: a vector times a matrix whose
+// rows are contiguous. Each sum adds its terms in the order i = 0, 1, ... (the rounding of a
+// running sum in memory), but W of them at a time in registers, without the loads and stores:
+// blocks of 64, then 16, the last block ending at m (the outputs it shares with the block before
+// get the same sums again); for m under 16, i outer over a running sum in `out`.
 template <int64_t W>
-void score_block(const float* q, const float* K, int64_t k2, int64_t D, int64_t l0, float* scores) {
+void vec_mat_block(const float* a, int64_t n, const float* M, int64_t stride, int64_t j0, float* out) {
   float acc[W] = {};
-  for (int64_t d = 0; d < D; ++d) {
-    const float qd = q[d];
-    const float* Kd = K + d * k2 + l0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float ai = a[i];
+    const float* row = M + i * stride + j0;
 #pragma omp simd
-    for (int64_t j = 0; j < W; ++j) acc[j] += qd * Kd[j];
+    for (int64_t j = 0; j < W; ++j) acc[j] += ai * row[j];
   }
-  for (int64_t j = 0; j < W; ++j) scores[l0 + j] = acc[j];
+  for (int64_t j = 0; j < W; ++j) out[j0 + j] = acc[j];
 }
 
-// One block of W outputs from d0: o[d] = sum over l of p[l] * V[l * v2 + d], in the order
-// l = 0, 1, ...
-template <int64_t W>
-void output_block(const float* p, const float* V, int64_t v2, int64_t L, int64_t d0, float* o) {
-  float acc[W] = {};
-  for (int64_t l = 0; l < L; ++l) {
-    const float pl = p[l];
-    const float* Vl = V + l * v2 + d0;
-#pragma omp simd
-    for (int64_t j = 0; j < W; ++j) acc[j] += pl * Vl[j];
+void vec_mat(const float* a, int64_t n, const float* M, int64_t stride, int64_t m, float* out) {
+  int64_t j0 = 0;
+  for (; j0 + 64 <= m; j0 += 64) vec_mat_block<64>(a, n, M, stride, j0, out);
+  for (; j0 + 16 <= m; j0 += 16) vec_mat_block<16>(a, n, M, stride, j0, out);
+  if (j0 < m && m >= 16) {
+    vec_mat_block<16>(a, n, M, stride, m - 16, out);
+  } else if (j0 < m) {
+    for (int64_t j = j0; j < m; ++j) out[j] = 0.f;
+    for (int64_t i = 0; i < n; ++i) {
+      const float ai = a[i];
+      const float* row = M + i * stride;
+      for (int64_t j = j0; j < m; ++j) out[j] += ai * row[j];
+    }
   }
-  for (int64_t j = 0; j < W; ++j) o[d0 + j] = acc[j];
 }
 
 // One layer's attention for one new token per row.
@@ -124,21 +128,7 @@ at::Tensor rope_attend(const at::Tensor& qkv, const at::Tensor& cos, const at::T
         float* q = rotated + D;
         for (int64_t j = 0; j < D; ++j) q[j] = qx[j] * c[j] + qx[(j + half) % D] * s[j];
         float* scores = buffer.data() + g * L;  // (L)
-        // Key positions in blocks of 64, then 16, the last block ending at L (positions it shares
-        // with the one before get the same sums again); a row shorter than 16 keys, d outer.
-        int64_t l0 = 0;
-        for (; l0 + 64 <= L; l0 += 64) score_block<64>(q, K, k2, D, l0, scores);
-        for (; l0 + 16 <= L; l0 += 16) score_block<16>(q, K, k2, D, l0, scores);
-        if (l0 < L && L >= 16) {
-          score_block<16>(q, K, k2, D, L - 16, scores);
-        } else if (l0 < L) {
-          for (int64_t l = l0; l < L; ++l) scores[l] = 0.f;
-          for (int64_t d = 0; d < D; ++d) {
-            const float qd = q[d];
-            const float* Kd = K + d * k2;
-            for (int64_t l = l0; l < L; ++l) scores[l] += qd * Kd[l];
-          }
-        }
+        vec_mat(q, D, K, k2, L, scores);  // the scores: q times K (D, L)
         float top = kBlocked;
         for (int64_t l = 0; l < L; ++l) {
           float x = scores[l] * sc;
@@ -164,21 +154,7 @@ at::Tensor rope_attend(const at::Tensor& qkv, const at::Tensor& cos, const at::T
         const float inv = 1.f / sum;
         for (int64_t l = 0; l < L; ++l) scores[l] *= inv;  // the probabilities
         float* o = op + n * H * D + (kh * G + g) * D;
-        // Outputs in blocks of 64, then 16, the last block ending at D (outputs it shares with the
-        // one before get the same sums again); a head narrower than 16, l outer.
-        int64_t d0 = 0;
-        for (; d0 + 64 <= D; d0 += 64) output_block<64>(scores, V, v2, L, d0, o);
-        for (; d0 + 16 <= D; d0 += 16) output_block<16>(scores, V, v2, L, d0, o);
-        if (d0 < D && D >= 16) {
-          output_block<16>(scores, V, v2, L, D - 16, o);
-        } else if (d0 < D) {
-          for (int64_t d = d0; d < D; ++d) o[d] = 0.f;
-          for (int64_t l = 0; l < L; ++l) {
-            const float pl = scores[l];
-            const float* Vl = V + l * v2;
-            for (int64_t d = d0; d < D; ++d) o[d] += pl * Vl[d];
-          }
-        }
+        vec_mat(scores, L, V, v2, D, o);  // the output: the probabilities times V (L, D)
       }
     }
   });
