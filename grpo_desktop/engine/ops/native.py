@@ -10,7 +10,9 @@ operations). On `bench/vs_trl.py --quick`'s 3M model that took the generation fr
 to 0.18-0.19 s a step, the demo's from 0.18 to 0.14 (bench/README.md, "Fused decode kernels").
 The attention sums blocks of 64, then 16, scores (and outputs) in registers, each term in the
 order of a plain loop: the 3M model's attention 1.6x faster on an AMD EPYC, SmolLM2's 1.14x, the
-same bits (bench/README.md, "session 26").
+same bits (bench/README.md, "session 26"). `linear` runs the step's matrix products: MKL's,
+tuned for many rows, ran a decode's 32 at 80-120 GFLOP/s on two Zen 4 cores, these at 150-180
+(bench/README.md, "session 27").
 
 torch's CPU build cannot fuse them itself without a compiler, so the kernels are compiled with
 the machine's C++ compiler (ops/native_build.py) the first time a decode needs them (about 6 s on
@@ -25,8 +27,10 @@ as before, and `describe()` says why; a failed build is remembered in the cache 
 again until the compiler changes.
 GRPO_DESKTOP_NATIVE=0 switches them off.
 
-What changes with them: the attention's sums run in another order and its exponential is
-glibc's vectorised one, so logits differ from torch's in the last bits (the tests hold them
+What changes with them: the attention's and the products' sums run in another order (a
+product's each output one sum over its inputs in order, with fused multiply-adds: a row's bits
+do not depend on the rows beside it) and the exponential is glibc's vectorised one, so logits
+differ from torch's in the last bits (the tests hold them
 within 1e-5) and a sampled token can differ where two candidates' probabilities tie to that
 precision (SmolLM2's runs parted at their third step; the demo's did not); the keys and
 values written are torch's bits (-ffp-contract=off). Prefill, log-prob passes and evaluation's
@@ -146,7 +150,10 @@ def _failed_before(where: Path) -> str | None:
 def _self_check(ops) -> str | None:
     """Compare the kernels with torch's operations on a small example; None when they agree.
     Its head width (88) and length (90) take each of the attention's paths: blocks of 64 and 16
-    and a last block overlapping the one before."""
+    and a last block overlapping the one before; the product's 40 rows and 29 outputs, each of
+    `linear`'s (chunks of 32 and 16 rows, tiles of weight rows and single ones). Measured margin
+    to the tolerances: 40x for the attention; the product at most a quarter of its tolerance
+    over 200 random draws of its inputs."""
     g = torch.Generator().manual_seed(0)
     N, H, Hkv, D, L, cap = 3, 4, 2, 88, 90, 92
     qkv = torch.randn(N, H + 2 * Hkv, D, generator=g)
@@ -176,6 +183,11 @@ def _self_check(ops) -> str | None:
     normed = torch.rms_norm(gu, [2 * D], weight, 1e-6)
     if not torch.allclose(ops.rms_norm(gu, weight, 1e-6), normed, rtol=1e-5, atol=1e-6):
         return "its RMSNorm differs from torch's"
+    # 40 rows: a chunk of 32 and one of 8; 29 outputs: tiles of weight rows and single ones
+    x, w, bias = torch.randn(40, D, generator=g), torch.randn(29, D, generator=g), weight[:29]
+    product = torch.nn.functional.linear(x.double(), w.double(), bias.double()).float()
+    if not torch.allclose(ops.linear(x, w, bias), product, rtol=2e-5, atol=2e-5):
+        return "its matrix product differs from torch's"
     return None
 
 
@@ -259,7 +271,8 @@ def _build():
 
 
 def decode_ops():
-    """torch.ops.grpo_desktop (rope_attend, silu_mul, rms_norm) once loaded and checked, else None.
+    """torch.ops.grpo_desktop (rope_attend, silu_mul, rms_norm, linear) once loaded and checked,
+    else None.
     The first call in a process builds or loads them (see the module's docstring); later calls
     return the same answer at once."""
     with _lock:

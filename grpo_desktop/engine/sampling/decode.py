@@ -13,8 +13,8 @@ can check: Llama and Qwen2 on the CPU, every layer full attention, each projecti
 `nn.Linear` (LoRA only while `lora_merged` has folded it), no hooks; for anything else
 `lean_decoder` returns None and the sampler calls the model. CUDA uses decode_static.py.
 Where ops/native.py's fused kernels are built, a float32 decoder runs its rotary embedding,
-key/value writes and attention (and SwiGLU's gate) through them: the same keys and values, the
-logits within float rounding of torch's operations (`LeanDecoder.native`).
+key/value writes and attention, SwiGLU's gate and its matrix products through them: the same
+keys and values, the logits within float rounding of torch's operations (`LeanDecoder.native`).
 
 Try it: tests/engine/sampling/test_decode.py and test_decode_lean_step.py (its logits and
 tokens against the forward's, its torch calls per token).
@@ -161,9 +161,12 @@ class _Product:
     product of their joined weights where `join`, else one per layer and a concatenation (a
     large model's weights are not copied: its step is its products anyway). With `rounding`
     (bfloat16 sampling) one product on the rounded copy of their weights, joined always (the
-    copy is made anyway)."""
+    copy is made anyway). With `native` (ops/native.py's kernels) float32 products run through
+    their `linear`, made for a decode's few rows."""
 
-    def __init__(self, linears, rows: int, join: bool, rounding: _Rounding | None = None) -> None:
+    def __init__(
+        self, linears, rows: int, join: bool, rounding: _Rounding | None = None, native=None
+    ) -> None:
         if rounding is not None and rounding.needed(linears):
             self.parts = [(rounding.copy(linears), _joined_bias(linears))]
             self.fns = [_rounded_product]
@@ -172,13 +175,24 @@ class _Product:
             self.parts = [_joined(linears)]
         else:
             self.parts = [(lin.weight, lin.bias) for lin in linears]
-        self.fns = [product_for(rows, w, b) for w, b in self.parts]
+        self.fns = [
+            native.linear if native is not None and _native_ok(w, b) else product_for(rows, w, b)
+            for w, b in self.parts
+        ]
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if len(self.parts) == 1:
             (w, b), fn = self.parts[0], self.fns[0]
             return fn(x, w, b)
         return torch.cat([fn(x, w, b) for fn, (w, b) in zip(self.fns, self.parts)], dim=-1)
+
+
+def _native_ok(weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """Whether the native `linear` takes this weight and bias: contiguous float32 on the CPU."""
+    tensors = [weight] if bias is None else [weight, bias]
+    return all(
+        t.dtype == torch.float32 and t.device.type == "cpu" and t.is_contiguous() for t in tensors
+    )
 
 
 def _rms_norm(norm, fused=None):
@@ -204,10 +218,10 @@ class _Step:
     ) -> None:
         self.input_norm = _rms_norm(layer.input_norm, fused)
         self.post_norm = _rms_norm(layer.post_norm, fused)
-        self.qkv = _Product([layer.q, layer.k, layer.v], rows, join, rounding)
-        self.o = _Product([layer.o], rows, join, rounding)
-        self.gate_up = _Product([layer.gate, layer.up], rows, join, rounding)
-        self.down = _Product([layer.down], rows, join, rounding)
+        self.qkv = _Product([layer.q, layer.k, layer.v], rows, join, rounding, fused)
+        self.o = _Product([layer.o], rows, join, rounding, fused)
+        self.gate_up = _Product([layer.gate, layer.up], rows, join, rounding, fused)
+        self.down = _Product([layer.down], rows, join, rounding, fused)
         self.width = layer.gate.weight.size(0)  # F, the MLP's inner width
         self.act = F.silu if _is_silu(layer.act) else layer.act
         self.scaling = layer.scaling
@@ -270,7 +284,7 @@ class LeanDecoder:
         self.steps = [
             _Step(layer, N, copies <= JOIN_LIMIT, rounding, self.native) for layer in layers
         ]
-        self.head = _Product([self.lm_head], N, False, rounding)
+        self.head = _Product([self.lm_head], N, False, rounding, self.native)
         # bfloat16 sampling (sampling/precision.py): whether any product runs on rounded copies
         self.rounded = any(
             p.fns[0] is _rounded_product
@@ -283,14 +297,16 @@ class LeanDecoder:
 
     def _scripted(self, inner, layers: list[_Layer]):
         """(decode_script's compiled layers, its arguments after `L`) when this model's step is
-        one it runs as the Python step does, else (None, ()): every product one F.linear, every
-        norm torch's rms_norm in float32, the activation SiLU, one width and scaling."""
+        one it runs as the Python step does, else (None, ()): every product one F.linear (the
+        native `linear` with the fused kernels), every norm torch's rms_norm in float32, the
+        activation SiLU, one width and scaling."""
         fn = decode_script.layers_step(self.native is not None) if SCRIPTED else None
+        linear = F.linear if self.native is None else self.native.linear
         norms = [inner.norm] + [n for x in layers for n in (x.input_norm, x.post_norm)]
         if fn is None or not all(_rms_norm(n) is not n for n in norms):
             return None, ()
         products = [self.head] + [p for s in self.steps for p in (s.qkv, s.o, s.gate_up, s.down)]
-        if any(len(p.parts) != 1 or p.fns[0] is not F.linear for p in products):
+        if any(len(p.parts) != 1 or p.fns[0] is not linear for p in products):
             return None, ()
         if any(s.act is not F.silu for s in self.steps):
             return None, ()

@@ -107,14 +107,18 @@ TORCH_NORM = "torch.rms_norm(h, [E], "
 NATIVE_NORM = "torch.ops.grpo_desktop.rms_norm(h, "
 
 
-def _source(attention: str, gated: str, norm: str) -> str:
+TORCH_LINEAR = "torch.ops.aten.linear("
+NATIVE_LINEAR = "torch.ops.grpo_desktop.linear("
+
+
+def _source(attention: str, gated: str, norm: str, linear: str) -> str:
     source = TEMPLATE.replace("ATTENTION\n", attention[1:] + "\n")
     source = source.replace("GATED\n", gated[1:] + "\n")
-    return source.replace("NORM(h, ", norm)
+    return source.replace("NORM(h, ", norm).replace(TORCH_LINEAR, linear)
 
 
-SOURCE = _source(TORCH_ATTENTION, TORCH_GATED, TORCH_NORM)
-NATIVE_SOURCE = _source(NATIVE_ATTENTION, NATIVE_GATED, NATIVE_NORM)
+SOURCE = _source(TORCH_ATTENTION, TORCH_GATED, TORCH_NORM, TORCH_LINEAR)
+NATIVE_SOURCE = _source(NATIVE_ATTENTION, NATIVE_GATED, NATIVE_NORM, NATIVE_LINEAR)
 
 _lock = threading.Lock()
 _compiled: dict[str, object] = {}

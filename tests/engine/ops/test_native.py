@@ -99,6 +99,29 @@ def test_rms_norm_is_torchs_rms_norm_on_strided_rows(ops):
     torch.testing.assert_close(ops.rms_norm(wide, weight, 1e-6), expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "M,K,N", [(32, 256, 512), (40, 88, 29), (5, 64, 100), (70, 33, 13), (1, 16, 7), (16, 8, 12)]
+)
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_linear_is_the_product_up_to_rounding_and_each_rows_bits_stand_alone(
+    ops, M, K, N, with_bias
+):
+    """Row chunks of 32 and 16 (M 70 = 32 + 32 + 6), tiles of weight rows and single ones
+    (N 29, 13, 7), strided rows of x; each output one sum in one order, so a row's bits do not
+    depend on the rows beside it (a decode drops ended rows and must sample the same tokens)."""
+    g = torch.Generator().manual_seed(M * 1000 + N)
+    x = torch.randn(M, 2 * K, generator=g)[:, :K]  # (M, K), rows 2K apart
+    w = torch.randn(N, K, generator=g)
+    bias = torch.randn(N, generator=g) if with_bias else None
+    expected = F.linear(x.double(), w.double(), None if bias is None else bias.double())
+    out = ops.linear(x, w, bias)
+    assert out.shape == (M, N) and out.is_contiguous()
+    torch.testing.assert_close(out.double(), expected, rtol=2e-5, atol=2e-5)
+    for rows in (slice(0, 1), slice(M // 2, M), slice(M - 1, M)):
+        assert torch.equal(ops.linear(x[rows], w, bias), out[rows])
+    assert ops.linear(x[:0], w, bias).shape == (0, N)
+
+
 def test_the_kernels_refuse_what_they_do_not_handle_with_a_message(ops):
     qkv = torch.randn(2, 6, 8, dtype=torch.float64)
     cos = sin = torch.ones(2, 1, 8, dtype=torch.float64)
@@ -107,6 +130,10 @@ def test_the_kernels_refuse_what_they_do_not_handle_with_a_message(ops):
         ops.rope_attend(qkv, cos, sin, keys, values, 2, 4, 1, 1.0, None)
     with pytest.raises(RuntimeError, match="gu must be"):
         ops.silu_mul(torch.randn(3, 9), 4)
+    with pytest.raises(RuntimeError, match="weight must be"):
+        ops.linear(torch.randn(3, 8), torch.randn(8, 5).t(), None)  # not contiguous
+    with pytest.raises(RuntimeError, match="bias must be"):
+        ops.linear(torch.randn(3, 8), torch.randn(5, 8), torch.randn(4))
 
 
 def _lean(model, ids, mask, capacity: int, use_native: bool, monkeypatch):
@@ -133,6 +160,7 @@ def test_the_lean_decoder_runs_the_kernels_and_keeps_torchs_greedy_tokens(
     plain = _lean(model, ids, mask, 9 + 24, False, monkeypatch)
     assert fused.native is not None and plain.native is None
     assert "grpo_desktop::rope_attend" in str(fused.script.graph)  # decode_script.NATIVE_SOURCE
+    assert "grpo_desktop::linear" in str(fused.script.graph)
     assert "grpo_desktop" not in str(plain.script.graph)
     python_step = _lean(model, ids, mask, 9 + 24, True, monkeypatch)
     python_step.script = None  # decode.py's Python step calls the same kernels
@@ -252,3 +280,6 @@ def test_both_sources_compile_from_one_template():
         assert "ATTENTION" not in source and "GATED" not in source and "NORM(" not in source
     assert decode_script.SOURCE.count("torch.rms_norm(h, [E], ") == 3
     assert decode_script.NATIVE_SOURCE.count("torch.ops.grpo_desktop.rms_norm(h, ") == 3
+    assert decode_script.SOURCE.count("torch.ops.aten.linear(") == 5
+    assert decode_script.NATIVE_SOURCE.count("torch.ops.grpo_desktop.linear(") == 5
+    assert "aten.linear" not in decode_script.NATIVE_SOURCE

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from grpo_desktop.engine.models.tiny import build_tiny_model
-from grpo_desktop.engine.ops import kernels
+from grpo_desktop.engine.ops import kernels, native
 from grpo_desktop.engine.sampling import decode, sampler
 from grpo_desktop.engine.sampling.rollout import generate_completions, tokenize_prompts
 from tests.support.decoding import forward_step
@@ -25,11 +25,15 @@ def model_and_tokenizer(request, tmp_path_factory):
     return model, AutoTokenizer.from_pretrained(folder)
 
 
-@pytest.fixture(params=["f.linear", "onednn"])
-def linear_kernel(request, choose_linear):
-    """Both products the decoder may run on: torch's own and oneDNN's (engine/ops/kernels.py)."""
+@pytest.fixture(params=["f.linear", "onednn", "native"])
+def linear_kernel(request, choose_linear, monkeypatch):
+    """The products the decoder may run on: torch's own and oneDNN's (engine/ops/kernels.py)
+    with torch's attention, or the fused kernels' `linear` (ops/native.py) with theirs."""
     if request.param == "onednn" and kernels._op() is None:
         pytest.skip("this torch has no oneDNN linear")
+    if request.param == "native" and native.decode_ops() is None:
+        pytest.skip(f"fused kernels not built here: {native.describe()}")
+    monkeypatch.setattr(decode, "NATIVE", request.param == "native")
     choose_linear("1" if request.param == "onednn" else "0")
     return request.param
 
@@ -50,7 +54,11 @@ def test_each_step_gives_the_logits_of_the_models_forward(model_and_tokenizer, l
     logits, cache = sampler._prefill(model, ids, mask, positions)
     lean = decode.lean_decoder(model, cache, ids.size(1) + 8)
     assert lean is not None
-    expected = torch.nn.functional.linear if linear_kernel == "f.linear" else kernels._product
+    expected = {
+        "f.linear": torch.nn.functional.linear,
+        "onednn": kernels._product,
+        "native": native.decode_ops() and native.decode_ops().linear,
+    }[linear_kernel]
     assert set(lean.products.values()) == {expected}
     _, hf_cache = sampler._prefill(model, ids, mask, positions)
     attention, pos = mask, positions[:, -1:] + 1

@@ -95,6 +95,7 @@ def test_the_sampler_draws_the_same_tokens_scripted_or_not(
 @torch.no_grad()
 def test_steps_it_does_not_cover_stay_in_python(model_and_tokenizer, monkeypatch, choose_linear):
     model, tok = model_and_tokenizer
+    monkeypatch.setattr(decode, "NATIVE", False)  # torch's products: F.linear or oneDNN's
     choose_linear("0")
     monkeypatch.setattr(decode, "JOIN_LIMIT", 0)  # q, k and v as three products
     assert _lean(model, tok, monkeypatch, True).script is None
@@ -102,6 +103,28 @@ def test_steps_it_does_not_cover_stay_in_python(model_and_tokenizer, monkeypatch
     if kernels._op() is not None:
         choose_linear("1")  # oneDNN's product for every shape
         assert _lean(model, tok, monkeypatch, True).script is None
+
+
+@torch.no_grad()
+def test_with_the_fused_kernels_every_product_is_their_linear(
+    model_and_tokenizer, monkeypatch, choose_linear
+):
+    """The kernels' `linear` takes every float32 product, whichever product ops/kernels.py
+    would choose (oneDNN's here), and the step stays scripted; a product it cannot take (a
+    weight that is not contiguous) keeps torch's, and the step then runs in Python."""
+    if native.decode_ops() is None:
+        pytest.skip(f"fused kernels not built here: {native.describe()}")
+    monkeypatch.setattr(decode, "NATIVE", True)
+    choose_linear("1")
+    model, tok = model_and_tokenizer
+    lean = _lean(model, tok, monkeypatch, True)
+    products = [lean.head] + [p for s in lean.steps for p in (s.qkv, s.o, s.gate_up, s.down)]
+    assert all(fn is native.decode_ops().linear for p in products for fn in p.fns)
+    assert lean.script is not None
+    head = model.lm_head.weight
+    monkeypatch.setattr(model.lm_head, "weight", torch.nn.Parameter(head.t().contiguous().t()))
+    lean = _lean(model, tok, monkeypatch, True)
+    assert lean.head.fns[0] is not native.decode_ops().linear and lean.script is None
 
 
 @torch.no_grad()
