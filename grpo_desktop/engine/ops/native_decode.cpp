@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <immintrin.h>
 #include <vector>
 
 namespace {
@@ -220,66 +221,123 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 // ---- Products for the decode's few rows: x (M, K) · weight (N, K)^T (+ bias) -> (M, N). ----
 // MKL's product, tuned for many rows, runs a decode step's 32 rows at 80-120 GFLOP/s on two
 // Zen 4 cores where its large products run 200 (bench/kernel_levels.py). Here the rows are the
-// vector: x is transposed into chunks of 16 or 32 rows (K, 16|32), and each weight row's
-// elements are broadcast against them, R weight rows at a time, so R x (1|2) accumulators of 16
-// floats stay in registers over the whole of K. Every output is one sum over k = 0, 1, ...
+// vector: x is transposed into chunks of 32 rows (K, 32) (the last one 16 or 8 wide when it has
+// that few), and each weight row's elements are broadcast against them, R weight rows at a
+// time, so R x (32|16|8) float accumulators stay in registers over the whole of K. Every output is one sum over k = 0, 1, ...
 // (from its bias, else 0) with a fused multiply-add per term: the same bits whatever M, the
 // thread count or the tile an output falls in; they differ from MKL's (blocked sums) by float
 // rounding, as MKL's own differ between row counts.
 typedef float vec16 __attribute__((vector_size(64), aligned(4)));  // 16 floats, any alignment
+typedef float vec8 __attribute__((vector_size(32), aligned(4)));
+
+// acc + s * x, one rounding: fused multiply-adds where the CPU has them (explicitly: the file's
+// -ffp-contract=off keeps the compiler from fusing), else a product then a sum. Either way one
+// build computes a lane alike in vectors of 16 or 8.
+#if defined(__AVX512F__)
+inline vec16 mul_add(float s, vec16 x, vec16 acc) {
+  return (vec16)_mm512_fmadd_ps(_mm512_set1_ps(s), (__m512)x, (__m512)acc);
+}
+#else
+// builds without AVX-512 work in vectors of 8; without AVX (x86-64-v2) GCC warns that a vec8
+// returned by value would pass differently between builds: these calls are all inlined
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+inline vec8 mul_add(float s, vec8 x, vec8 acc) {
+#if defined(__FMA__)
+  return (vec8)_mm256_fmadd_ps(_mm256_set1_ps(s), (__m256)x, (__m256)acc);
+#else
+  return s * x + acc;
+#endif
+}
+
+// The width of a chunk of `rows` rows in x transposed: 32, 16 or 8 floats a k.
+inline int64_t chunk_width(int64_t rows) { return rows > 16 ? 32 : rows > 8 ? 16 : 8; }
 
 #if defined(__AVX512F__)
 constexpr int kTileRows = 12;  // 24 of the 32 zmm registers accumulate
 #else
-constexpr int kTileRows = 3;  // AVX2 or SSE: 16 registers, a vec16 is 2 (or 4) of them
+constexpr int kTileRows = 3;  // AVX2 or SSE: 16 registers, a vec8 is 1 (or 2) of them
 #endif
 
-// acc[j][v] = bias[j] + sum over k of w_j[k] * xt[k][16 v .. 16 v + 16), then out[m][j] for the
-// chunk's m < rows. xt: (K, 16 MV) floats; w: R rows of K floats, `ldw` apart.
-template <int R, int MV>
-__attribute__((optimize("fp-contract=fast"))) void product_tile(
+// acc[j][v] = bias[j] + sum over k of w_j[k] * xt[k][n v .. n v + n) for vectors V of n floats,
+// then out[m][j] for the chunk's m < rows. xt: (K, n MV) floats; w: R rows of K floats, `ldw`
+// apart.
+template <int R, int MV, typename V>
+void product_tile(
     const float* xt, int64_t K, const float* w, int64_t ldw, const float* bias, float* out,
     int64_t ldo, int64_t rows) {
-  vec16 acc[R][MV];
+  constexpr int n = sizeof(V) / sizeof(float);
+  V acc[R][MV];
   const float* wr[R];
   for (int j = 0; j < R; ++j) {
     wr[j] = w + j * ldw;
-    for (int v = 0; v < MV; ++v) acc[j][v] = vec16{} + (bias ? bias[j] : 0.f);
+    for (int v = 0; v < MV; ++v) acc[j][v] = V{} + (bias ? bias[j] : 0.f);
   }
   for (int64_t k = 0; k < K; ++k) {
-    vec16 x[MV];
-    for (int v = 0; v < MV; ++v) std::memcpy(&x[v], xt + (k * MV + v) * 16, sizeof(vec16));
+    V x[MV];
+    for (int v = 0; v < MV; ++v) std::memcpy(&x[v], xt + (k * MV + v) * n, sizeof(V));
     for (int j = 0; j < R; ++j) {
       const float s = wr[j][k];
-      for (int v = 0; v < MV; ++v) acc[j][v] = s * x[v] + acc[j][v];
+      for (int v = 0; v < MV; ++v) acc[j][v] = mul_add(s, x[v], acc[j][v]);
     }
   }
   for (int j = 0; j < R; ++j)
     for (int v = 0; v < MV; ++v)
-      for (int i = 0; i < 16 && v * 16 + i < rows; ++i) out[(v * 16 + i) * ldo + j] = acc[j][v][i];
+      for (int i = 0; i < n && v * n + i < rows; ++i) out[(v * n + i) * ldo + j] = acc[j][v][i];
 }
 
-// Weight rows [n0, n1) for every chunk of rows: tiles of R, then single rows.
+// One tile of R weight rows against a chunk of `rows` rows of x transposed (chunk_width wide).
+template <int R>
+void rows_tile(const float* xt, int64_t K, const float* w, const float* bias, float* out,
+               int64_t ldo, int64_t rows) {
+#if defined(__AVX512F__)
+  if (rows > 16) {
+    product_tile<R, 2, vec16>(xt, K, w, K, bias, out, ldo, rows);
+  } else if (rows > 8) {
+    product_tile<R, 1, vec16>(xt, K, w, K, bias, out, ldo, rows);
+  } else {
+    product_tile<R, 1, vec8>(xt, K, w, K, bias, out, ldo, rows);
+  }
+#else
+  if (rows > 16) {
+    product_tile<R, 4, vec8>(xt, K, w, K, bias, out, ldo, rows);
+  } else if (rows > 8) {
+    product_tile<R, 2, vec8>(xt, K, w, K, bias, out, ldo, rows);
+  } else {
+    product_tile<R, 1, vec8>(xt, K, w, K, bias, out, ldo, rows);
+  }
+#endif
+}
+
+// Weight rows [n0, n1) for every chunk of rows: tiles of R, then single rows. The tiles write
+// into a panel of kPanel columns, copied to `out` row by row: written straight there, a tile's
+// 32 short stores land 4*N bytes apart, in one set of the L1 cache when N is a multiple of
+// 1024 (the demo's gate/up: 1.5x slower on one thread).
+constexpr int64_t kPanel = 8 * kTileRows;
+
 template <int R>
 void product_rows(const float* xt, const std::vector<int64_t>& chunk_rows, int64_t K, const float* w,
                   const float* bias, float* out, int64_t N, int64_t n0, int64_t n1) {
-  for (int64_t n = n0; n < n1;) {
-    const bool full = n + R <= n1;
-    const float* b = bias ? bias + n : nullptr;
+  float panel[32 * kPanel];
+  for (int64_t p0 = n0; p0 < n1; p0 += kPanel) {
+    const int64_t p1 = std::min(n1, p0 + kPanel);
     const float* chunk = xt;
     for (size_t c = 0; c < chunk_rows.size(); ++c) {
       const int64_t rows = chunk_rows[c];
-      float* o = out + static_cast<int64_t>(c) * 32 * N + n;
-      if (rows > 16) {
-        full ? product_tile<R, 2>(chunk, K, w + n * K, K, b, o, N, rows)
-             : product_tile<1, 2>(chunk, K, w + n * K, K, b, o, N, rows);
-      } else {
-        full ? product_tile<R, 1>(chunk, K, w + n * K, K, b, o, N, rows)
-             : product_tile<1, 1>(chunk, K, w + n * K, K, b, o, N, rows);
+      for (int64_t n = p0; n < p1;) {
+        const bool full = n + R <= p1;
+        const float* b = bias ? bias + n : nullptr;
+        float* o = panel + (n - p0);
+        full ? rows_tile<R>(chunk, K, w + n * K, b, o, kPanel, rows)
+             : rows_tile<1>(chunk, K, w + n * K, b, o, kPanel, rows);
+        n += full ? R : 1;
       }
-      chunk += K * (rows > 16 ? 32 : 16);
+      for (int64_t i = 0; i < rows; ++i)
+        std::memcpy(out + (static_cast<int64_t>(c) * 32 + i) * N + p0, panel + i * kPanel,
+                    sizeof(float) * (p1 - p0));
+      chunk += K * chunk_width(rows);
     }
-    n += full ? R : 1;
   }
 }
 
@@ -299,20 +357,29 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const std::opti
   const int64_t M = x.size(0), K = x.size(1), N = weight.size(0), sx = x.stride(0);
   auto out = at::empty({M, N}, x.options());
   if (M == 0 || N == 0) return out;
-  // x transposed, chunk by chunk of 32 rows (the last 16 wide when it has 16 or fewer), padded
-  // with zero rows: chunk c is (K, 32) or (K, 16).
+  // x transposed, chunk by chunk of 32 rows, padded with zero rows to chunk_width: chunk c is
+  // (K, 32), the last one (K, 16) or (K, 8) when it has that few rows.
   std::vector<int64_t> chunk_rows;
   for (int64_t m = 0; m < M; m += 32) chunk_rows.push_back(std::min<int64_t>(32, M - m));
   std::vector<float> xt(static_cast<size_t>(K) * 32 * chunk_rows.size());
   const float* xp = x.data_ptr<float>();
   float* to = xt.data();
   for (size_t c = 0; c < chunk_rows.size(); ++c) {
-    const int64_t width = chunk_rows[c] > 16 ? 32 : 16, rows = chunk_rows[c];
+    const int64_t width = chunk_width(chunk_rows[c]), rows = chunk_rows[c];
     const float* from = xp + static_cast<int64_t>(c) * 32 * sx;
-    // k outer: the writes run along xt, the reads touch `rows` cache lines per 16 k
-    for (int64_t k = 0; k < K; ++k, to += width) {
-      for (int64_t i = 0; i < rows; ++i) to[i] = from[i * sx + k];
-      for (int64_t i = rows; i < width; ++i) to[i] = 0.f;
+    // 16 k at a time, row by row: each cache line of x read once, the writes within a block of
+    // 16 x width floats (k outer instead rereads a row's line 16 times, and the 32 rows' lines
+    // share an L1 set when 4K bytes is a multiple of 4096: K 1024 ran at 69 GFLOP/s)
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+      const int64_t ks = std::min<int64_t>(16, K - k0);
+      for (int64_t i = 0; i < width; ++i) {
+        if (i < rows) {
+          for (int64_t k = 0; k < ks; ++k) to[k * width + i] = from[i * sx + k0 + k];
+        } else {
+          for (int64_t k = 0; k < ks; ++k) to[k * width + i] = 0.f;
+        }
+      }
+      to += ks * width;
     }
   }
   const float* w = weight.data_ptr<float>();

@@ -100,14 +100,23 @@ def test_rms_norm_is_torchs_rms_norm_on_strided_rows(ops):
 
 
 @pytest.mark.parametrize(
-    "M,K,N", [(32, 256, 512), (40, 88, 29), (5, 64, 100), (70, 33, 13), (1, 16, 7), (16, 8, 12)]
+    "M,K,N",
+    [
+        (32, 256, 512),
+        (40, 88, 29),
+        (5, 64, 100),
+        (70, 33, 13),
+        (1, 16, 7),
+        (16, 8, 12),
+        (9, 512, 30),
+    ],
 )
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_linear_is_the_product_up_to_rounding_and_each_rows_bits_stand_alone(
     ops, M, K, N, with_bias
 ):
-    """Row chunks of 32 and 16 (M 70 = 32 + 32 + 6), tiles of weight rows and single ones
-    (N 29, 13, 7), strided rows of x; each output one sum in one order, so a row's bits do not
+    """Row chunks of 32, 16 and 8 (M 70 = 32 + 32 + 6, 40, 9), tiles of weight rows and single
+    ones (N 29, 13, 7), strided rows of x; each output one sum in one order, so a row's bits do not
     depend on the rows beside it (a decode drops ended rows and must sample the same tokens)."""
     g = torch.Generator().manual_seed(M * 1000 + N)
     x = torch.randn(M, 2 * K, generator=g)[:, :K]  # (M, K), rows 2K apart
