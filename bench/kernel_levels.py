@@ -3,11 +3,14 @@
 The Linux installer carries native_decode.cpp compiled for x86-64-v4, v3 and v2
 (engine/ops/native_build.py) and loads the best level the CPU runs, where an installation from
 source compiles with -march=native (native.TARGET). This compiles each level this CPU runs and a
-native build into a temporary folder, then times each library's three kernels in its own process (one
+native build into a temporary folder, then times each library's kernels in its own process (one
 TORCH_LIBRARY per process), the libraries alternated round by round, at the decode shapes of
 `vs_trl.py --quick`'s 3M model and of SmolLM2-135M (32 rows, 70 cached keys, 2 threads). Per
 library: microseconds a decode token-step spends in each kernel (every layer's call), best of
-each round, median over rounds.
+each round, median over rounds. `linear` is a layer's four products (q/k/v, o, gate/up, down;
+the output layer not included); beside it, in every library's process, the same products
+through torch's F.linear (MKL), for reference. A library without a kernel (an older source)
+shows a dash.
 
 `--against FILE` adds a native build of another native_decode.cpp (an older commit's, from `git
 show COMMIT:grpo_desktop/engine/ops/native_decode.cpp > old.cpp`) as a column, and says whether
@@ -49,11 +52,19 @@ for name, layers, E, H, Hkv, D, F in shapes:
     keys = [torch.randn(N, Hkv, D, cap, generator=g) for _ in range(layers)]
     values = [torch.randn(N, Hkv, cap, D, generator=g) for _ in range(layers)]
     gu, x, w = torch.randn(N, 2 * F, generator=g), torch.randn(N, E, generator=g), torch.randn(E, generator=g)
+    weights = [torch.randn(n, k, generator=g) for n, k in [((H + 2 * Hkv) * D, E), (E, H * D), (2 * F, E), (E, F)]]
+    inputs = [torch.randn(N, k, generator=g) for k in (E, H * D, E, F)]
     calls = {
         "rope_attend": lambda: [ops.rope_attend(qkv, cos, sin, keys[i], values[i], L, H, Hkv, D**-0.5, None) for i in range(layers)],
         "silu_mul": lambda: [ops.silu_mul(gu, F) for _ in range(layers)],
         "rms_norm": lambda: [ops.rms_norm(x, w, 1e-6) for _ in range(2 * layers + 1)],
+        "linear": lambda: [ops.linear(a, b, None) for _ in range(layers) for a, b in zip(inputs, weights)],
+        "linear: torch's F.linear": lambda: [torch.nn.functional.linear(a, b) for _ in range(layers) for a, b in zip(inputs, weights)],
     }
+    try:
+        ops.linear
+    except (AttributeError, RuntimeError):  # an older source: no products kernel
+        del calls["linear"]
     for kernel, call in calls.items():
         if len(sys.argv) > 4:  # this library's outputs, for a comparison of bits
             outputs[f"{name} {kernel}"] = call()
@@ -107,18 +118,25 @@ def main() -> int:
 
             ours, theirs = (torch.load(Path(tmp) / f"out_{m}.pt") for m in ("native", "against"))
             for key in ours:
+                if key not in theirs:
+                    print(f"{key}: not in the other source")
+                    continue
                 same = all(torch.equal(a, b) for a, b in zip(ours[key], theirs[key]))
                 print(f"{key}: outputs {'the same bits' if same else 'DIFFER'} (native vs against)")
-    keys = list(results[marches[0]][0])
+    keys = list(results["native"][0])
     print(f"µs a decode token-step in each kernel, {args.threads} threads, 32 rows, 70 keys;")
     print(f"median of {args.rounds} rounds (each the best of 5 × 50 calls)")
     print("| kernel | " + " | ".join(marches) + " |")
     print("|---|" + "---|" * len(marches))
     medians = {}
     for key in keys:
-        row = [statistics.median(run[key] for run in results[m]) for m in marches]
+        row = [
+            statistics.median(run[key] for run in results[m]) if key in results[m][0] else None
+            for m in marches
+        ]
         medians[key] = dict(zip(marches, row))
-        print(f"| {key} | " + " | ".join(f"{v:.1f}" for v in row) + " |")
+        cells = ["—" if v is None else f"{v:.1f}" for v in row]
+        print(f"| {key} | " + " | ".join(cells) + " |")
     print(json.dumps(medians))
     return 0
 

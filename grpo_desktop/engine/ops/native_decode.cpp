@@ -10,6 +10,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/linear.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -222,43 +223,36 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 // MKL's product, tuned for many rows, runs a decode step's 32 rows at 80-120 GFLOP/s on two
 // Zen 4 cores where its large products run 200 (bench/kernel_levels.py). Here the rows are the
 // vector: x is transposed into chunks of 32 rows (K, 32) (the last one 16 or 8 wide when it has
-// that few), and each weight row's elements are broadcast against them, R weight rows at a
-// time, so R x (32|16|8) float accumulators stay in registers over the whole of K. Every output is one sum over k = 0, 1, ...
-// (from its bias, else 0) with a fused multiply-add per term: the same bits whatever M, the
-// thread count or the tile an output falls in; they differ from MKL's (blocked sums) by float
-// rounding, as MKL's own differ between row counts.
+// that few), and each weight row's elements are broadcast against them, several weight rows at a
+// time, so their accumulators stay in registers over the whole of K. Every output is one sum
+// over k = 0, 1, ... (from its bias, else 0) with a fused multiply-add per term: the same bits
+// whatever M, the thread count or the tile an output falls in; they differ from MKL's (blocked
+// sums) by float rounding, as MKL's own differ between row counts. Builds for CPUs without AVX2
+// and FMA (x86-64-v2: before 2013) run torch's product instead: there, in 4-float vectors
+// without fused multiply-adds, this was 4-15x slower than MKL's.
+#if defined(__AVX2__) && defined(__FMA__)
+#define GRPO_PRODUCTS 1
 typedef float vec16 __attribute__((vector_size(64), aligned(4)));  // 16 floats, any alignment
 typedef float vec8 __attribute__((vector_size(32), aligned(4)));
 
-// acc + s * x, one rounding: fused multiply-adds where the CPU has them (explicitly: the file's
-// -ffp-contract=off keeps the compiler from fusing), else a product then a sum. Either way one
-// build computes a lane alike in vectors of 16 or 8.
+// acc + s * x in one rounding, written out: the file's -ffp-contract=off keeps the compiler from
+// fusing a product and a sum itself.
 #if defined(__AVX512F__)
 inline vec16 mul_add(float s, vec16 x, vec16 acc) {
   return (vec16)_mm512_fmadd_ps(_mm512_set1_ps(s), (__m512)x, (__m512)acc);
 }
-#else
-// builds without AVX-512 work in vectors of 8; without AVX (x86-64-v2) GCC warns that a vec8
-// returned by value would pass differently between builds: these calls are all inlined
-#pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
 inline vec8 mul_add(float s, vec8 x, vec8 acc) {
-#if defined(__FMA__)
   return (vec8)_mm256_fmadd_ps(_mm256_set1_ps(s), (__m256)x, (__m256)acc);
-#else
-  return s * x + acc;
-#endif
 }
 
 // The width of a chunk of `rows` rows in x transposed: 32, 16 or 8 floats a k.
 inline int64_t chunk_width(int64_t rows) { return rows > 16 ? 32 : rows > 8 ? 16 : 8; }
 
-#if defined(__AVX512F__)
-constexpr int kTileRows = 12;  // 24 of the 32 zmm registers accumulate
-#else
-constexpr int kTileRows = 3;  // AVX2 or SSE: 16 registers, a vec8 is 1 (or 2) of them
-#endif
+// Weight rows go to the tiles 12 at a time (kTileRows; fewer only at the end of a thread's
+// range, one by one there).
+constexpr int kTileRows = 12;
 
 // acc[j][v] = bias[j] + sum over k of w_j[k] * xt[k][n v .. n v + n) for vectors V of n floats,
 // then out[m][j] for the chunk's m < rows. xt: (K, n MV) floats; w: R rows of K floats, `ldw`
@@ -276,9 +270,12 @@ void product_tile(
   }
   for (int64_t k = 0; k < K; ++k) {
     V x[MV];
+#pragma GCC unroll 4
     for (int v = 0; v < MV; ++v) std::memcpy(&x[v], xt + (k * MV + v) * n, sizeof(V));
+#pragma GCC unroll 12
     for (int j = 0; j < R; ++j) {
       const float s = wr[j][k];
+#pragma GCC unroll 4
       for (int v = 0; v < MV; ++v) acc[j][v] = mul_add(s, x[v], acc[j][v]);
     }
   }
@@ -287,36 +284,47 @@ void product_tile(
       for (int i = 0; i < n && v * n + i < rows; ++i) out[(v * n + i) * ldo + j] = acc[j][v][i];
 }
 
-// One tile of R weight rows against a chunk of `rows` rows of x transposed (chunk_width wide).
-template <int R>
-void rows_tile(const float* xt, int64_t K, const float* w, const float* bias, float* out,
-               int64_t ldo, int64_t rows) {
+// kTileRows weight rows against a chunk of `rows` rows of x transposed (chunk_width wide), or
+// (`single`) one weight row. With AVX-512 (32 registers of 16 floats) one tile of 12 rows x 32
+// (24 accumulators), 16 or 8; without (16 registers of 8) tiles of 3 x 32, 6 x 16 or 12 x 8
+// rows (12 accumulators; more and GCC keeps them in memory).
+inline void rows_tile(const float* xt, int64_t K, const float* w, const float* bias, float* out,
+                      int64_t ldo, int64_t rows, bool single) {
+#define GRPO_TILE(R, MV, V)                                                                  \
+  for (int t = 0; t < (single ? 1 : kTileRows / R); ++t) {                                   \
+    const float* b = bias ? bias + t * R : nullptr;                                          \
+    if (single) {                                                                            \
+      product_tile<1, MV, V>(xt, K, w, K, b, out, ldo, rows);                                \
+    } else {                                                                                 \
+      product_tile<R, MV, V>(xt, K, w + t * R * K, K, b, out + t * R, ldo, rows);            \
+    }                                                                                        \
+  }
 #if defined(__AVX512F__)
   if (rows > 16) {
-    product_tile<R, 2, vec16>(xt, K, w, K, bias, out, ldo, rows);
+    GRPO_TILE(12, 2, vec16)
   } else if (rows > 8) {
-    product_tile<R, 1, vec16>(xt, K, w, K, bias, out, ldo, rows);
+    GRPO_TILE(12, 1, vec16)
   } else {
-    product_tile<R, 1, vec8>(xt, K, w, K, bias, out, ldo, rows);
+    GRPO_TILE(12, 1, vec8)
   }
 #else
   if (rows > 16) {
-    product_tile<R, 4, vec8>(xt, K, w, K, bias, out, ldo, rows);
+    GRPO_TILE(3, 4, vec8)
   } else if (rows > 8) {
-    product_tile<R, 2, vec8>(xt, K, w, K, bias, out, ldo, rows);
+    GRPO_TILE(6, 2, vec8)
   } else {
-    product_tile<R, 1, vec8>(xt, K, w, K, bias, out, ldo, rows);
+    GRPO_TILE(12, 1, vec8)
   }
 #endif
+#undef GRPO_TILE
 }
 
-// Weight rows [n0, n1) for every chunk of rows: tiles of R, then single rows. The tiles write
+// Weight rows [n0, n1) for every chunk of rows: kTileRows at a time, then one by one. They write
 // into a panel of kPanel columns, copied to `out` row by row: written straight there, a tile's
 // 32 short stores land 4*N bytes apart, in one set of the L1 cache when N is a multiple of
 // 1024 (the demo's gate/up: 1.5x slower on one thread).
 constexpr int64_t kPanel = 8 * kTileRows;
 
-template <int R>
 void product_rows(const float* xt, const std::vector<int64_t>& chunk_rows, int64_t K, const float* w,
                   const float* bias, float* out, int64_t N, int64_t n0, int64_t n1) {
   float panel[32 * kPanel];
@@ -326,12 +334,11 @@ void product_rows(const float* xt, const std::vector<int64_t>& chunk_rows, int64
     for (size_t c = 0; c < chunk_rows.size(); ++c) {
       const int64_t rows = chunk_rows[c];
       for (int64_t n = p0; n < p1;) {
-        const bool full = n + R <= p1;
+        const bool full = n + kTileRows <= p1;
         const float* b = bias ? bias + n : nullptr;
         float* o = panel + (n - p0);
-        full ? rows_tile<R>(chunk, K, w + n * K, b, o, kPanel, rows)
-             : rows_tile<1>(chunk, K, w + n * K, b, o, kPanel, rows);
-        n += full ? R : 1;
+        rows_tile(chunk, K, w + n * K, b, o, kPanel, rows, !full);
+        n += full ? kTileRows : 1;
       }
       for (int64_t i = 0; i < rows; ++i)
         std::memcpy(out + (static_cast<int64_t>(c) * 32 + i) * N + p0, panel + i * kPanel,
@@ -340,6 +347,8 @@ void product_rows(const float* xt, const std::vector<int64_t>& chunk_rows, int64
     }
   }
 }
+
+#endif  // AVX2 and FMA
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
   TORCH_CHECK(x.dim() == 2 && x.stride(1) == 1 && x.scalar_type() == at::kFloat,
@@ -354,6 +363,10 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const std::opti
                 "linear: bias must be (N) contiguous float32");
     b = bias->data_ptr<float>();
   }
+#if !defined(GRPO_PRODUCTS)
+  (void)b;  // checked above all the same
+  return at::linear(x, weight, bias);
+#else
   const int64_t M = x.size(0), K = x.size(1), N = weight.size(0), sx = x.stride(0);
   auto out = at::empty({M, N}, x.options());
   if (M == 0 || N == 0) return out;
@@ -389,10 +402,11 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const std::opti
   const int64_t tiles = (N + kTileRows - 1) / kTileRows;
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, kTileRows * K * M));
   at::parallel_for(0, tiles, grain, [&](int64_t begin, int64_t end) {
-    product_rows<kTileRows>(xt.data(), chunk_rows, K, w, b, o, N, begin * kTileRows,
-                            std::min(N, end * kTileRows));
+    product_rows(xt.data(), chunk_rows, K, w, b, o, N, begin * kTileRows,
+                 std::min(N, end * kTileRows));
   });
   return out;
+#endif
 }
 
 }  // namespace
