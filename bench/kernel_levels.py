@@ -6,11 +6,11 @@ source compiles with -march=native (native.TARGET). This compiles each level thi
 native build into a temporary folder, then times each library's kernels in its own process (one
 TORCH_LIBRARY per process), the libraries alternated round by round, at the decode shapes of
 `vs_trl.py --quick`'s 3M model and of SmolLM2-135M (32 rows, 70 cached keys, 2 threads). Per
-library: microseconds a decode token-step spends in each kernel (every layer's call), best of
-each round, median over rounds. `linear` is a layer's four products (q/k/v, o, gate/up, down;
-the output layer not included); beside it, in every library's process, the same products
-through torch's F.linear (MKL), for reference. A library without a kernel (an older source)
-shows a dash.
+library: microseconds a decode token-step spends in each kernel (every layer's call), the best
+of 5 timings (up to 50 calls, about 0.1 s, each) a round, median over rounds. `linear` is a
+layer's four products (q/k/v, o, gate/up, down; the output layer not included); beside it, in
+every library's process, the same products through torch's F.linear (MKL), for reference. A
+library without a kernel (an older source) shows a dash.
 
 `--against FILE` adds a native build of another native_decode.cpp (an older commit's, from `git
 show COMMIT:grpo_desktop/engine/ops/native_decode.cpp > old.cpp`) as a column, and says whether
@@ -68,14 +68,18 @@ for name, layers, E, H, Hkv, D, F in shapes:
     for kernel, call in calls.items():
         if len(sys.argv) > 4:  # this library's outputs, for a comparison of bits
             outputs[f"{name} {kernel}"] = call()
-        for _ in range(20):
+        for _ in range(3):
             call()
+        t0 = time.perf_counter()
+        call()
+        # up to 50 calls a timing, fewer where a call is long (SmolLM2's products: ~3)
+        n = max(3, min(50, int(0.1 / max(time.perf_counter() - t0, 1e-9))))
         best = float("inf")
         for _ in range(5):
             t0 = time.perf_counter()
-            for _ in range(50):
+            for _ in range(n):
                 call()
-            best = min(best, (time.perf_counter() - t0) / 50)
+            best = min(best, (time.perf_counter() - t0) / n)
         out[f"{name} {kernel}"] = best * 1e6
 if len(sys.argv) > 4:
     torch.save(outputs, sys.argv[4])
@@ -125,7 +129,7 @@ def main() -> int:
                 print(f"{key}: outputs {'the same bits' if same else 'DIFFER'} (native vs against)")
     keys = list(results["native"][0])
     print(f"µs a decode token-step in each kernel, {args.threads} threads, 32 rows, 70 keys;")
-    print(f"median of {args.rounds} rounds (each the best of 5 × 50 calls)")
+    print(f"median of {args.rounds} rounds (each the best of 5 × up to 50 calls)")
     print("| kernel | " + " | ".join(marches) + " |")
     print("|---|" + "---|" * len(marches))
     medians = {}
