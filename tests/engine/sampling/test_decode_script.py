@@ -106,8 +106,9 @@ def test_steps_it_does_not_cover_stay_in_python(model_and_tokenizer, monkeypatch
 
 
 @torch.no_grad()
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
 def test_with_the_fused_kernels_every_product_is_their_linear(
-    model_and_tokenizer, monkeypatch, choose_linear
+    tmp_path_factory, monkeypatch, choose_linear, arch
 ):
     """The kernels' `linear` takes every float32 product, whichever product ops/kernels.py
     would choose (oneDNN's here), and the step stays scripted; a product it cannot take (a
@@ -116,13 +117,13 @@ def test_with_the_fused_kernels_every_product_is_their_linear(
         pytest.skip(f"fused kernels not built here: {native.describe()}")
     monkeypatch.setattr(decode, "NATIVE", True)
     choose_linear("1")
-    model, tok = model_and_tokenizer
+    model, tok = _model(tmp_path_factory, arch)  # its own: the output layer is changed below
     lean = _lean(model, tok, monkeypatch, True)
     products = [lean.head] + [p for s in lean.steps for p in (s.qkv, s.o, s.gate_up, s.down)]
     assert all(fn is native.decode_ops().linear for p in products for fn in p.fns)
     assert lean.script is not None
-    head = model.lm_head.weight
-    monkeypatch.setattr(model.lm_head, "weight", torch.nn.Parameter(head.t().contiguous().t()))
+    head = model.lm_head.weight.detach()
+    model.lm_head.weight = torch.nn.Parameter(head.t().contiguous().t())  # (V, E), not contiguous
     lean = _lean(model, tok, monkeypatch, True)
     assert lean.head.fns[0] is not native.decode_ops().linear and lean.script is None
 
