@@ -42,63 +42,45 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from grpo_desktop.engine.sampling import decode, sampler  # noqa: E402
 
-
-@torch.jit.script
-def _floor_chain(
-    x: torch.Tensor,
-    weights: list[torch.Tensor],
-    outs: list[torch.Tensor],
-    q: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
+# `steps` decode steps' products: per layer its `per_layer` weights (qkv, o, gate_up, down when
+# joined) and the attention's two batched products at length prompt + t + 1; then the output
+# layer. PRODUCT is torch's (MKL, into kept buffers) or the fused kernels' `linear`.
+FLOOR_CHAIN = """
+def chain(
+    x: Tensor,
+    weights: List[Tensor],
+    outs: List[Tensor],
+    q: Tensor,
+    keys: Tensor,
+    values: Tensor,
     prompt: int,
     steps: int,
     layers: int,
     per_layer: int,
-    kept: list[torch.Tensor],
+    kept: List[Tensor],
 ) -> int:
-    """`steps` decode steps' products: per layer its `per_layer` weights (qkv, o, gate_up, down
-    when joined) and the attention's two batched products at length prompt + t + 1; then the
-    output layer."""
     for t in range(steps):
         L = prompt + t + 1
         for i in range(layers):
             for j in range(per_layer):
-                w = weights[per_layer * i + j]
-                torch.mm(x[:, : w.size(1)], w.t(), out=outs[per_layer * i + j])
+                k = per_layer * i + j
+                PRODUCT
             scores = torch.bmm(q, keys[:, :L].transpose(1, 2))  # (N·Hkv, H/Hkv, L)
             kept.append(torch.bmm(scores, values[:, :L]))  # (N·Hkv, H/Hkv, D)
-        w = weights[per_layer * layers]
-        torch.mm(x[:, : w.size(1)], w.t(), out=outs[per_layer * layers])
+        k = per_layer * layers
+        PRODUCT
     return len(kept)
+"""
+PRODUCTS = {
+    "mkl": "torch.mm(x[:, : weights[k].size(1)], weights[k].t(), out=outs[k])",
+    "native": "kept.append(torch.ops.grpo_desktop.linear(x[:, : weights[k].size(1)], weights[k], None))",
+}
 
 
-def _floor_chain_native(
-    x: torch.Tensor,
-    weights: list[torch.Tensor],
-    q: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    prompt: int,
-    steps: int,
-    layers: int,
-    per_layer: int,
-    kept: list[torch.Tensor],
-) -> int:
-    """_floor_chain with the products through the fused kernels' `linear` (ops/native.py), the
-    decoder's own product where they are built; scripted when first needed (the op must be
-    loaded before TorchScript compiles a call of it)."""
-    for t in range(steps):
-        L = prompt + t + 1
-        for i in range(layers):
-            for j in range(per_layer):
-                w = weights[per_layer * i + j]
-                kept.append(torch.ops.grpo_desktop.linear(x[:, : w.size(1)], w, None))
-            scores = torch.bmm(q, keys[:, :L].transpose(1, 2))  # (N·Hkv, H/Hkv, L)
-            kept.append(torch.bmm(scores, values[:, :L]))  # (N·Hkv, H/Hkv, D)
-        w = weights[per_layer * layers]
-        kept.append(torch.ops.grpo_desktop.linear(x[:, : w.size(1)], w, None))
-    return len(kept)
+def _floor_chain(products: str):
+    """FLOOR_CHAIN compiled with torch's products ("mkl") or the kernels' ("native": compiled
+    only once they are loaded, TorchScript resolves the op then)."""
+    return torch.jit.CompilationUnit(FLOOR_CHAIN.replace("PRODUCT", PRODUCTS[products])).chain
 
 
 def demo_model():
@@ -187,21 +169,18 @@ def measure(model, rows: int, prompt: int, tokens: int, rounds: int) -> dict:
     keys = torch.randn(rows * Hkv, capacity, D, generator=g)  # (N·Hkv, capacity, D)
     values = torch.randn(rows * Hkv, capacity, D, generator=g)
 
-    def floor():
-        kept: list[torch.Tensor] = []
-        _floor_chain(
-            x, weights, outs, q, keys, values, prompt, tokens, len(lean.steps), per_layer, kept
-        )
-
-    runs = {"floor_mkl": floor, "ours": ours, "sampler": whole}
-    if lean.native is not None:  # the decoder's products are the fused kernels': so the floor's
-        chain = torch.jit.script(_floor_chain_native)
-
-        def floor_native():
+    def floor(chain):
+        def run():
             kept: list[torch.Tensor] = []
-            chain(x, weights, q, keys, values, prompt, tokens, len(lean.steps), per_layer, kept)
+            chain(
+                x, weights, outs, q, keys, values, prompt, tokens, len(lean.steps), per_layer, kept
+            )
 
-        runs = {"floor_native": floor_native, **runs}
+        return run
+
+    runs = {"floor_mkl": floor(_floor_chain("mkl")), "ours": ours, "sampler": whole}
+    if lean.native is not None:  # the decoder's products are the fused kernels': so the floor's
+        runs = {"floor_native": floor(_floor_chain("native")), **runs}
     with torch.no_grad():
         for fn in runs.values():  # warm-up: TorchScript's profiling runs, kernel choices
             fn()

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <immintrin.h>
+#include <memory>
 #include <vector>
 
 namespace {
@@ -374,9 +375,10 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const std::opti
   // (K, 32), the last one (K, 16) or (K, 8) when it has that few rows.
   std::vector<int64_t> chunk_rows;
   for (int64_t m = 0; m < M; m += 32) chunk_rows.push_back(std::min<int64_t>(32, M - m));
-  std::vector<float> xt(static_cast<size_t>(K) * 32 * chunk_rows.size());
+  // not zeroed first: the loop below writes every float of it, padding included
+  std::unique_ptr<float[]> xt(new float[static_cast<size_t>(K) * 32 * chunk_rows.size()]);
   const float* xp = x.data_ptr<float>();
-  float* to = xt.data();
+  float* to = xt.get();
   for (size_t c = 0; c < chunk_rows.size(); ++c) {
     const int64_t width = chunk_width(chunk_rows[c]), rows = chunk_rows[c];
     const float* from = xp + static_cast<int64_t>(c) * 32 * sx;
@@ -402,7 +404,7 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const std::opti
   const int64_t tiles = (N + kTileRows - 1) / kTileRows;
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, kTileRows * K * M));
   at::parallel_for(0, tiles, grain, [&](int64_t begin, int64_t end) {
-    product_rows(xt.data(), chunk_rows, K, w, b, o, N, begin * kTileRows,
+    product_rows(xt.get(), chunk_rows, K, w, b, o, N, begin * kTileRows,
                  std::min(N, end * kTileRows));
   });
   return out;

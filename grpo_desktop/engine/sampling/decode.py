@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from grpo_desktop.engine.ops import native
 from grpo_desktop.engine.ops.host_memory import release_free_heap
-from grpo_desktop.engine.ops.kernels import product_for
+from grpo_desktop.engine.ops.kernels import _plain_f32_cpu, product_for
 from grpo_desktop.engine.sampling import decode_script
 
 ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
@@ -190,9 +190,7 @@ class _Product:
 def _native_ok(weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
     """Whether the native `linear` takes this weight and bias: contiguous float32 on the CPU."""
     tensors = [weight] if bias is None else [weight, bias]
-    return all(
-        t.dtype == torch.float32 and t.device.type == "cpu" and t.is_contiguous() for t in tensors
-    )
+    return all(_plain_f32_cpu(t) and t.is_contiguous() for t in tensors)
 
 
 def _rms_norm(norm, fused=None):
