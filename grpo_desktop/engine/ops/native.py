@@ -96,7 +96,11 @@ def _library() -> tuple[Path, Path]:
 def build_name() -> str:
     """The cached build's name: a hash of its source, flags, torch and this CPU."""
     digest = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), torch.__version__.encode()):
+    for part in (
+        native_build.source_bytes(SOURCE),
+        " ".join(FLAGS).encode(),
+        torch.__version__.encode(),
+    ):
         digest.update(part)
     digest.update(_cpu_identity().encode())
     return "grpo_desktop_native_" + digest.hexdigest()[:16]
@@ -188,6 +192,31 @@ def _self_check(ops) -> str | None:
     product = torch.nn.functional.linear(x.double(), w.double(), bias.double()).float()
     if not torch.allclose(ops.linear(x, w, bias), product, rtol=2e-5, atol=2e-5):
         return "its matrix product differs from torch's"
+    return _attention_check(ops, g)
+
+
+def _attention_check(ops, g: torch.Generator) -> str | None:
+    """`attend` and its backward (native_attention.cpp) against torch's attention in float64:
+    grouped heads, 6 queries (a block of 4 and a short one), a mask with a gap, a row that sees
+    no key, head width 32 (two vectors)."""
+    N, H, Hkv, Lq, Lk, D = 2, 4, 2, 6, 21, 32
+    q, k, v = (torch.randn(N, h, n, D, generator=g) for h, n in ((H, Lq), (Hkv, Lk), (Hkv, Lk)))
+    allowed = torch.ones(N, 1, Lq, Lk, dtype=torch.bool).tril(Lk - Lq)
+    allowed[0, :, :, 3:5] = False
+    allowed[1, :, 2] = False
+    out, lse = ops.attend(q, k, v, allowed, 0.3, False)  # (N, Lq, H, D)
+    q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q64, k64, v64, attn_mask=allowed, scale=0.3, enable_gqa=True
+    ).transpose(1, 2)  # (N, Lq, H, D)
+    if not torch.allclose(out.double(), expected, rtol=1e-5, atol=2e-6):
+        return "its training attention differs from torch's"
+    dout = torch.randn(out.shape, generator=g)
+    expected.backward(dout.double())
+    grads = ops.attend_backward(dout, q, k, v, out, lse, allowed, 0.3, False)
+    wanted = (q64.grad.transpose(1, 2), k64.grad, v64.grad)
+    if not all(torch.allclose(a.double(), b, rtol=1e-4, atol=1e-5) for a, b in zip(grads, wanted)):
+        return "its training attention's gradients differ from torch's"
     return None
 
 
@@ -271,8 +300,8 @@ def _build():
 
 
 def decode_ops():
-    """torch.ops.grpo_desktop (rope_attend, silu_mul, rms_norm, linear) once loaded and checked,
-    else None.
+    """torch.ops.grpo_desktop (rope_attend, silu_mul, rms_norm, linear; attend and
+    attend_backward for the passes, ops/fused_attention.py) once loaded and checked, else None.
     The first call in a process builds or loads them (see the module's docstring); later calls
     return the same answer at once."""
     with _lock:

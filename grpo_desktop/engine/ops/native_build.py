@@ -1,4 +1,5 @@
-"""Compiling native_decode.cpp into a library torch can load, for this CPU or for the installers.
+"""Compiling the fused kernels (native_decode.cpp, native_attention.cpp and their shared header
+native_vec.h) into one library torch can load, for this CPU or for the installers.
 
 Two callers, one compile:
 - ops/native.py compiles for this machine's CPU (`-march=native`) the first time a CPU decode
@@ -7,7 +8,8 @@ Two callers, one compile:
   installer carries, with a manifest naming the torch and source they were built for, because a
   packaged app has neither torch's C++ headers nor, usually, a compiler.
 
-The compile is the machine's C++ compiler called directly (two steps: object, then library), with
+The compile is the machine's C++ compiler called directly (an object per source, then the
+library), with
 torch's include and library folders: no build system, no setuptools, no Python
 headers (the kernels register through TORCH_LIBRARY, not as a Python module). The link step gets
 no -ffast-math: with it GCC would link crtfastmath.o, which switches the whole process to flush
@@ -29,7 +31,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-SOURCE = Path(__file__).with_name("native_decode.cpp")
+SOURCE = Path(__file__).with_name("native_decode.cpp")  # the decode's kernels
+# compiled beside it into the same library; the header is part of what a build is keyed by
+OTHER_SOURCES = (Path(__file__).with_name("native_attention.cpp"),)
+HEADERS = (Path(__file__).with_name("native_vec.h"),)
 # -ffp-contract=off: the keys and values written are torch's bits (no fused multiply-adds);
 # -fopenmp: `omp simd` loops and at::parallel_for's OpenMP backend (torch's own libgomp is
 # already loaded when the library is, and the library uses it).
@@ -77,9 +82,15 @@ def best_level(names: list[str], flags: frozenset[str]) -> Level | None:
     return None
 
 
+def source_bytes(source: Path | None = None) -> bytes:
+    """Every file a build compiles (SOURCE, or `source` in its place), in order: what a build
+    is keyed by."""
+    return b"".join(p.read_bytes() for p in (source or SOURCE, *OTHER_SOURCES, *HEADERS))
+
+
 def source_digest() -> str:
     """A hash of the kernels' source: a library built from another source is not this one."""
-    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    return hashlib.sha256(source_bytes()).hexdigest()[:16]
 
 
 def compiler() -> str:
@@ -87,22 +98,36 @@ def compiler() -> str:
     return os.environ.get("CXX", "c++")
 
 
-def _run(cmd: list[str], timeout: float = 600) -> None:
+def _run(*cmds: list[str], timeout: float = 600) -> None:
+    """Run the commands at once (a compile per source: the cores share them) and wait for all;
+    BuildError with the first failure's last error line."""
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for cmd in cmds
+    ]
+    outputs = []
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        for proc in procs:
+            outputs.append(proc.communicate(timeout=timeout)[0])
     except subprocess.TimeoutExpired:
         raise BuildError(f"the compiler was still running after {timeout:.0f} s") from None
-    if proc.returncode != 0:
-        lines = (proc.stderr + proc.stdout).strip().splitlines()
-        errors = (
-            [ln for ln in lines if "error" in ln] or lines or [f"exit status {proc.returncode}"]
-        )
-        raise BuildError(errors[-1].strip()[:200])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for proc, output in zip(procs, outputs):
+        if proc.returncode != 0:
+            lines = output.strip().splitlines()
+            errors = (
+                [ln for ln in lines if "error" in ln] or lines or [f"exit status {proc.returncode}"]
+            )
+            raise BuildError(errors[-1].strip()[:200])
 
 
 def compile_library(library: Path, target: list[str], source: Path | None = None) -> None:
     """Compile `source` (SOURCE unless told: a benchmark may build another version beside it)
-    into `library` with the `target` flags (`-march=...` and the like)."""
+    and OTHER_SOURCES into `library` with the `target` flags (`-march=...` and the like)."""
     import torch
 
     # torch's headers and libraries, where torch.utils.cpp_extension finds them (that module
@@ -114,13 +139,19 @@ def compile_library(library: Path, target: list[str], source: Path | None = None
     library.parent.mkdir(parents=True, exist_ok=True)
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     includes = [arg for path in headers for arg in ("-isystem", str(path))]
+    includes += ["-I", str(SOURCE.parent)]  # native_vec.h
     links = [f"-L{root / 'lib'}"]
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
-        obj, out = Path(tmp) / "native_decode.o", Path(tmp) / library.name
+        out = Path(tmp) / library.name
         cxx = compiler()
         flags = [*COMPILE_FLAGS, *target, f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
-        _run([cxx, *flags, *includes, "-c", str(source or SOURCE), "-o", str(obj)])
-        _run([cxx, str(obj), "-shared", "-fopenmp", *links, "-lc10", "-ltorch_cpu", "-o", str(out)])
+        sources = (source or SOURCE, *OTHER_SOURCES)
+        objects = [str(Path(tmp) / f"{i}_{src.stem}.o") for i, src in enumerate(sources)]
+        _run(*(
+            [cxx, *flags, *includes, "-c", str(src), "-o", obj]
+            for src, obj in zip(sources, objects)
+        ))  # fmt: skip
+        _run([cxx, *objects, "-shared", "-fopenmp", *links, "-lc10", "-ltorch_cpu", "-o", str(out)])
         os.replace(out, library)
 
 

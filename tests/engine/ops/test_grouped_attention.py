@@ -9,19 +9,23 @@ import pytest
 import torch
 from transformers.integrations import sdpa_attention
 
-from grpo_desktop.engine.ops import grouped_attention
+from grpo_desktop.engine.ops import fused_attention, grouped_attention
 
 
 @pytest.fixture
 def restored():
     """transformers' own choice during the test (a CPU run earlier in this process has already
-    switched it), and the process's state as it was afterwards."""
-    was_on = grouped_attention.is_on()
+    switched it, and put the fused kernels' attention in place of transformers' sdpa function),
+    and the process's state as it was afterwards."""
+    was_on, fused_was_on = grouped_attention.is_on(), fused_attention.is_on()
     grouped_attention.restore()
+    fused_attention.restore()
     yield
     grouped_attention.restore()
     if was_on:
         grouped_attention.use_on_cpu()
+    if fused_was_on:
+        fused_attention.use_on_cpu()
 
 
 def _left_padded_pass(model_dir: str):
