@@ -33,8 +33,9 @@ do not depend on the rows beside it) and the exponential is glibc's vectorised o
 differ from torch's in the last bits (the tests hold them
 within 1e-5) and a sampled token can differ where two candidates' probabilities tie to that
 precision (SmolLM2's runs parted at their third step; the demo's did not); the keys and
-values written are torch's bits (-ffp-contract=off). Prefill, log-prob passes and evaluation's
-first token do not use them.
+values written are torch's bits (-ffp-contract=off). The same library carries the passes'
+attention, forward and backward (`attend`, native_attention.cpp), which ops/fused_attention.py
+puts in transformers' place on the CPU: the prefill, the log-prob and update passes then run it.
 
 Try it: python -c "from grpo_desktop.engine.ops import native; native.decode_ops(); print(native.describe())"
 """
