@@ -16,7 +16,8 @@ computes as torch's scaled_dot_product_attention defines it: float32 CPU tensors
 that is a multiple of 16 up to 256, keys and values of one width, a bool mask (N or 1, 1, Lq, Lk)
 or none (then causal exactly as transformers makes it), no dropout, soft cap, attention sinks,
 position bias or sliding window. Every other call goes to transformers' own function unchanged,
-as does everything when the kernels are not built (engine/ops/native.py says why). The results
+as does everything when the kernels are not built (engine/ops/native.py says why) or are the
+installer's build for CPUs without AVX2 (there these loops ran 7-12x slower than torch's). The results
 equal torch's up to float rounding (the sums run in another order), so sampled tokens can part
 from an earlier version's where two candidates tie to that precision. A query that may see no
 key gets zeros, as torch's kernel gives.
@@ -55,15 +56,9 @@ class _Attend(torch.autograd.Function):
 
 
 def _ops():
-    """The loaded kernels when they have `attend` (a build of this source), else None."""
+    """The loaded kernels when they have `attend` (not the x86-64-v2 build), else None."""
     ops = native.decode_ops()
-    if ops is None:
-        return None
-    try:
-        ops.attend  # noqa: B018 (an older library under the same name has no such op)
-    except (AttributeError, RuntimeError):
-        return None
-    return ops
+    return ops if ops is not None and native.has_attend(ops) else None
 
 
 def _fits(query, key, value, mask, dropout: float, kwargs: dict) -> bool:

@@ -29,60 +29,52 @@
 
 namespace {
 
-// 16 floats, any alignment: one AVX-512 register, two AVX2 ones, four SSE ones.
-typedef float f16v __attribute__((vector_size(64), aligned(4)));
+// The kernels need fused multiply-adds in vectors of 8 or 16 floats: builds for CPUs without AVX2
+// and FMA (x86-64-v2) register no `attend`, and ops/fused_attention.py leaves the attention to
+// torch there (these loops in 4-float vectors without fused multiply-adds were 7-12x slower).
+#if defined(__AVX2__) && defined(__FMA__)
+#define GRPO_ATTEND 1
 
-// acc + s * x, one rounding where the CPU has fused multiply-adds (written out: the file's
-// -ffp-contract=off keeps the compiler from fusing a product and a sum itself).
-inline f16v mul_add(float s, f16v x, f16v acc) {
+// One vector register's floats, any alignment. Query rows handled together (kRows), vectors of
+// keys per score block (kKeyVecs) and of a row's width per product slice (kSliceVecs): their
+// accumulators fill the registers (AVX-512 has 32 of 16 floats, AVX2 16 of 8).
 #if defined(__AVX512F__)
-  return (f16v)_mm512_fmadd_ps(_mm512_set1_ps(s), (__m512)x, (__m512)acc);
-#elif defined(__AVX2__) && defined(__FMA__)
-  typedef float f8v __attribute__((vector_size(32), aligned(4)));
-  f8v lo, hi;
-  std::memcpy(&lo, &x, 32);
-  std::memcpy(&hi, reinterpret_cast<const char*>(&x) + 32, 32);
-  f8v alo, ahi;
-  std::memcpy(&alo, &acc, 32);
-  std::memcpy(&ahi, reinterpret_cast<const char*>(&acc) + 32, 32);
-  const __m256 sv = _mm256_set1_ps(s);
-  alo = (f8v)_mm256_fmadd_ps(sv, (__m256)lo, (__m256)alo);
-  ahi = (f8v)_mm256_fmadd_ps(sv, (__m256)hi, (__m256)ahi);
-  f16v out;
-  std::memcpy(&out, &alo, 32);
-  std::memcpy(reinterpret_cast<char*>(&out) + 32, &ahi, 32);
-  return out;
+typedef float vec __attribute__((vector_size(64), aligned(4)));
+constexpr int kLanes = 16, kRows = 4, kKeyVecs = 4, kSliceVecs = 4;
+inline vec mul_add(float s, vec x, vec acc) {
+  return (vec)_mm512_fmadd_ps(_mm512_set1_ps(s), (__m512)x, (__m512)acc);
+}
 #else
-  return acc + s * x;
+typedef float vec __attribute__((vector_size(32), aligned(4)));
+constexpr int kLanes = 8, kRows = 4, kKeyVecs = 2, kSliceVecs = 2;
+inline vec mul_add(float s, vec x, vec acc) {
+  return (vec)_mm256_fmadd_ps(_mm256_set1_ps(s), (__m256)x, (__m256)acc);
+}
 #endif
-}
+// (acc + s * x in one rounding, written out: the file's -ffp-contract=off keeps the compiler
+// from fusing a product and a sum itself.)
 
-inline f16v load(const float* p) {
-  f16v v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store(float* p, f16v v) { std::memcpy(p, &v, sizeof v); }
-
-// Query rows handled together: their accumulators fill the vector registers (AVX-512 has 32,
-// AVX2 16 of half the width).
+// Unaligned loads and stores as the instructions (a memcpy into a vector went through the stack
+// in the AVX2 build: a store-forwarding stall on every load, 7x slower).
 #if defined(__AVX512F__)
-constexpr int kRows = 4, kKeyVecs = 4;
+inline vec load(const float* p) { return (vec)_mm512_loadu_ps(p); }
+inline void store(float* p, vec v) { _mm512_storeu_ps(p, (__m512)v); }
 #else
-constexpr int kRows = 2, kKeyVecs = 2;
+inline vec load(const float* p) { return (vec)_mm256_loadu_ps(p); }
+inline void store(float* p, vec v) { _mm256_storeu_ps(p, (__m256)v); }
 #endif
 
-// out[r][j .. j + 16 W) = sum over d < D of a[r][d] * mt[d][j ..] for the kRows rows: scores
+// out[r][j .. j + kLanes W) = sum over d < D of a[r][d] * mt[d][j ..] for the kRows rows: scores
 // (a = scaled queries, mt = keys transposed) or dout . v_j (a = dout, mt = values transposed).
 template <int W>
 inline void rows_by_columns(const float* const* a, int64_t D, const float* mt, int64_t Lp,
                             int64_t j, float* const* out) {
-  f16v acc[kRows][W];
+  vec acc[kRows][W];
   for (int r = 0; r < kRows; ++r)
-    for (int w = 0; w < W; ++w) acc[r][w] = f16v{};
+    for (int w = 0; w < W; ++w) acc[r][w] = vec{};
   for (int64_t d = 0; d < D; ++d) {
-    f16v m[W];
-    for (int w = 0; w < W; ++w) m[w] = load(mt + d * Lp + j + 16 * w);
+    vec m[W];
+    for (int w = 0; w < W; ++w) m[w] = load(mt + d * Lp + j + kLanes * w);
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
       const float ar = a[r][d];
@@ -90,28 +82,29 @@ inline void rows_by_columns(const float* const* a, int64_t D, const float* mt, i
     }
   }
   for (int r = 0; r < kRows; ++r)
-    for (int w = 0; w < W; ++w) store(out[r] + j + 16 * w, acc[r][w]);
+    for (int w = 0; w < W; ++w) store(out[r] + j + kLanes * w, acc[r][w]);
 }
 
-// The same for the columns [j0, j1) (multiples of 16 inside mt's padded width Lp).
+// The same for the columns [j0, j1) (multiples of 16, so of kLanes, inside mt's padded width).
 void rows_by_matrix(const float* const* a, int64_t D, const float* mt, int64_t Lp, int64_t j0,
                     int64_t j1, float* const* out) {
   int64_t j = j0;
-  for (; j + 16 * kKeyVecs <= j1; j += 16 * kKeyVecs) rows_by_columns<kKeyVecs>(a, D, mt, Lp, j, out);
-  for (; j < j1; j += 16) rows_by_columns<1>(a, D, mt, Lp, j, out);
+  for (; j + kLanes * kKeyVecs <= j1; j += kLanes * kKeyVecs)
+    rows_by_columns<kKeyVecs>(a, D, mt, Lp, j, out);
+  for (; j < j1; j += kLanes) rows_by_columns<1>(a, D, mt, Lp, j, out);
 }
 
-// out[r][c .. c + 16 W) = sum over j in [j0, j1) of w[r][j] * rows[j][c ..] (rows `stride`
+// out[r][c .. c + kLanes W) = sum over j in [j0, j1) of w[r][j] * rows[j][c ..] (rows `stride`
 // apart): probabilities times values, or the scores' gradients times keys.
 template <int W>
 inline void weights_by_rows(const float* const* w, int64_t j0, int64_t j1, const float* rows,
                             int64_t stride, int64_t c, float* const* out) {
-  f16v acc[kRows][W];
+  vec acc[kRows][W];
   for (int r = 0; r < kRows; ++r)
-    for (int v = 0; v < W; ++v) acc[r][v] = f16v{};
+    for (int v = 0; v < W; ++v) acc[r][v] = vec{};
   for (int64_t j = j0; j < j1; ++j) {
-    f16v x[W];
-    for (int v = 0; v < W; ++v) x[v] = load(rows + j * stride + c + 16 * v);
+    vec x[W];
+    for (int v = 0; v < W; ++v) x[v] = load(rows + j * stride + c + kLanes * v);
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
       const float wr = w[r][j];
@@ -119,14 +112,14 @@ inline void weights_by_rows(const float* const* w, int64_t j0, int64_t j1, const
     }
   }
   for (int r = 0; r < kRows; ++r)
-    for (int v = 0; v < W; ++v) store(out[r] + c + 16 * v, acc[r][v]);
+    for (int v = 0; v < W; ++v) store(out[r] + c + kLanes * v, acc[r][v]);
 }
 
-// For all D columns (D a multiple of 16), 64 at a time.
+// For all D columns (D a multiple of 16), kSliceVecs vectors at a time.
 void weights_by_matrix(const float* const* w, int64_t j0, int64_t j1, const float* rows,
                        int64_t stride, int64_t D, float* const* out) {
-  for (int64_t c = 0; c < D; c += 64) {
-    switch (std::min<int64_t>(4, (D - c) / 16)) {
+  for (int64_t c = 0; c < D; c += kLanes * kSliceVecs) {
+    switch (std::min<int64_t>(kSliceVecs, (D - c) / kLanes)) {
       case 4: weights_by_rows<4>(w, j0, j1, rows, stride, c, out); break;
       case 3: weights_by_rows<3>(w, j0, j1, rows, stride, c, out); break;
       case 2: weights_by_rows<2>(w, j0, j1, rows, stride, c, out); break;
@@ -138,11 +131,11 @@ void weights_by_matrix(const float* const* w, int64_t j0, int64_t j1, const floa
 // g[j] += sum over the kRows rows of w[r][j] * x[r] for j in [j0, j1) (g: rows of D floats):
 // the keys' and values' gradients. A row past the block's end has w = 0 and adds nothing.
 void keys_update(float* const* w, const float* const* x, int64_t j0, int64_t j1, int64_t D, float* g) {
-  for (int64_t c = 0; c < D; c += 16) {
-    f16v xr[kRows];
+  for (int64_t c = 0; c < D; c += kLanes) {
+    vec xr[kRows];
     for (int r = 0; r < kRows; ++r) xr[r] = load(x[r] + c);
     for (int64_t j = j0; j < j1; ++j) {
-      f16v acc = load(g + j * D + c);
+      vec acc = load(g + j * D + c);
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r) acc = mul_add(w[r][j], xr[r], acc);
       store(g + j * D + c, acc);
@@ -441,8 +434,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attend_backward(
   return {dq, dk, dv};
 }
 
+#endif  // GRPO_ATTEND
+
 }  // namespace
 
+#if defined(GRPO_ATTEND)
 TORCH_LIBRARY_FRAGMENT(grpo_desktop, m) {
   m.def("attend(Tensor q, Tensor k, Tensor v, Tensor? allowed, float scale, bool causal) -> (Tensor, Tensor)",
         &attend);
@@ -451,3 +447,4 @@ TORCH_LIBRARY_FRAGMENT(grpo_desktop, m) {
       "Tensor? allowed, float scale, bool causal) -> (Tensor, Tensor, Tensor)",
       &attend_backward);
 }
+#endif

@@ -140,3 +140,30 @@ def test_the_bundle_is_found_beside_the_engine_in_the_packaged_app():
         spec = f.read()
     assert '"grpo_desktop/engine/ops/bundled"' in spec
     assert native.BUNDLED.parts[-4:] == ("grpo_desktop", "engine", "ops", "bundled")
+
+
+ATTEND_PROBE = """
+import json, torch
+from grpo_desktop.engine.ops import fused_attention, native
+ops = native.decode_ops()
+print(json.dumps({"line": native.describe(), "attend": fused_attention._ops() is not None}))
+"""
+
+
+@pytest.mark.slow
+def test_the_passes_attention_is_in_the_avx2_and_avx512_builds_and_not_in_the_oldest(tmp_path):
+    """x86-64-v3 and v4 carry `attend` and pass the load-time check with it; x86-64-v2 (no FMA:
+    its loops were 7-12x slower than torch's attention) leaves it out and still loads."""
+    flags = native_build.cpu_flags()
+    levels = [lv for lv in native_build.LEVELS if lv.needs <= flags]
+    if not levels or shutil.which(native_build.compiler()) is None or native._switched_off():
+        pytest.skip("no C++ compiler or no x86-64 level for this CPU")
+    for level in levels:
+        folder = tmp_path / level.name
+        native_build.build_bundled(folder, [level])
+        probe = _in_fresh_process(
+            {native.BUNDLED_ENV: str(folder), "XDG_CACHE_HOME": str(tmp_path / "cache")},
+            ATTEND_PROBE,
+        )
+        assert probe["line"] == f"fused decode kernels bundled with the app ({level.name})"
+        assert probe["attend"] is (level is not V2), level.name
