@@ -51,6 +51,7 @@ inline vec mul_add(float s, vec x, vec acc) {
   return (vec)_mm256_fmadd_ps(_mm256_set1_ps(s), (__m256)x, (__m256)acc);
 }
 #endif
+constexpr int64_t kChunk = 32;  // query rows whose key and value gradients are summed together
 // (acc + s * x in one rounding, written out: the file's -ffp-contract=off keeps the compiler
 // from fusing a product and a sum itself.)
 
@@ -128,17 +129,51 @@ void weights_by_matrix(const float* const* w, int64_t j0, int64_t j1, const floa
   }
 }
 
-// g[j] += sum over the kRows rows of w[r][j] * x[r] for j in [j0, j1) (g: rows of D floats):
-// the keys' and values' gradients. A row past the block's end has w = 0 and adds nothing.
-void keys_update(float* const* w, const float* const* x, int64_t j0, int64_t j1, int64_t D, float* g) {
-  for (int64_t c = 0; c < D; c += kLanes) {
-    vec xr[kRows];
-    for (int r = 0; r < kRows; ++r) xr[r] = load(x[r] + c);
-    for (int64_t j = j0; j < j1; ++j) {
-      vec acc = load(g + j * D + c);
-#pragma GCC unroll 4
-      for (int r = 0; r < kRows; ++r) acc = mul_add(w[r][j], xr[r], acc);
-      store(g + j * D + c, acc);
+// g[j] += sum over rows r < n of w[r][j] * x[r] for j in [j0, j1) (w: rows Lp apart, x: rows
+// of D floats, g: rows of D floats): the keys' and values' gradients for a chunk of query rows.
+// Two keys and up to kSliceVecs vectors of their row at a time, summed over the rows in
+// registers: a key's gradient row is read and written once per chunk, not once per block.
+template <int W>
+void keys_slice(const float* w, int64_t Lp, const float* x, int64_t n, int64_t j0, int64_t j1,
+                int64_t D, int64_t c, float* g) {
+  int64_t j = j0;
+  for (; j + 2 <= j1; j += 2) {
+    vec acc[2][W];
+    for (int v = 0; v < W; ++v) {
+      acc[0][v] = load(g + j * D + c + kLanes * v);
+      acc[1][v] = load(g + (j + 1) * D + c + kLanes * v);
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      const float w0 = w[r * Lp + j], w1 = w[r * Lp + j + 1];
+      const float* xr = x + r * D + c;
+      for (int v = 0; v < W; ++v) {
+        const vec xv = load(xr + kLanes * v);
+        acc[0][v] = mul_add(w0, xv, acc[0][v]);
+        acc[1][v] = mul_add(w1, xv, acc[1][v]);
+      }
+    }
+    for (int v = 0; v < W; ++v) {
+      store(g + j * D + c + kLanes * v, acc[0][v]);
+      store(g + (j + 1) * D + c + kLanes * v, acc[1][v]);
+    }
+  }
+  for (; j < j1; ++j) {
+    vec acc[W];
+    for (int v = 0; v < W; ++v) acc[v] = load(g + j * D + c + kLanes * v);
+    for (int64_t r = 0; r < n; ++r)
+      for (int v = 0; v < W; ++v) acc[v] = mul_add(w[r * Lp + j], load(x + r * D + c + kLanes * v), acc[v]);
+    for (int v = 0; v < W; ++v) store(g + j * D + c + kLanes * v, acc[v]);
+  }
+}
+
+void keys_update(const float* w, int64_t Lp, const float* x, int64_t n, int64_t j0, int64_t j1,
+                 int64_t D, float* g) {
+  for (int64_t c = 0; c < D; c += kLanes * kSliceVecs) {
+    switch (std::min<int64_t>(kSliceVecs, (D - c) / kLanes)) {
+      case 4: keys_slice<4>(w, Lp, x, n, j0, j1, D, c, g); break;
+      case 3: keys_slice<3>(w, Lp, x, n, j0, j1, D, c, g); break;
+      case 2: keys_slice<2>(w, Lp, x, n, j0, j1, D, c, g); break;
+      default: keys_slice<1>(w, Lp, x, n, j0, j1, D, c, g); break;
     }
   }
 }
@@ -374,7 +409,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attend_backward(
   const float sc = static_cast<float>(scale);
   at::parallel_for(0, B * Hkv, 1, [&](int64_t begin, int64_t stop) {
     std::vector<float> kt(D * Lp), vt(D * Lp), qs(G * Lq * D), go(G * Lq * D), delta(G * Lq);
-    std::vector<float> s(kRows * Lp), dp(kRows * Lp), scratch(kRows * D);
+    // A chunk's probabilities and scores' gradients (rows Lp apart; kRows more for a block's
+    // repeated rows), for the keys' and values' gradients after the chunk.
+    std::vector<float> pc((kChunk + kRows) * Lp), dsc((kChunk + kRows) * Lp), scratch(kRows * D);
     for (int64_t t = begin; t < stop; ++t) {
       const int64_t b = t / Hkv, g = t % Hkv;
       const float* kb = kp + b * k.stride(0) + g * k.stride(1);
@@ -399,34 +436,55 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attend_backward(
       }
       for (int64_t h = g * G; h < (g + 1) * G; ++h) {
         const int64_t hh = h - g * G;
-        for (int64_t i0 = 0; i0 < Lq; i0 += kRows) {
-          const Block blk = block_of(vis, b, i0, Lq);
-          const float *qa[kRows], *ga[kRows];
-          float *sr[kRows], *dpr[kRows], *dqr[kRows], shift[kRows];
-          for (int r = 0; r < kRows; ++r) {
-            const int64_t i = i0 + std::min<int64_t>(r, blk.n - 1);
-            qa[r] = qs.data() + (hh * Lq + i) * D;
-            ga[r] = go.data() + (hh * Lq + i) * D;
-            sr[r] = s.data() + r * Lp;
-            dpr[r] = dp.data() + r * Lp;
-            dqr[r] = r < blk.n ? dqp + ((b * Lq + i) * H + h) * D : scratch.data() + r * D;
-            shift[r] = lp[(b * H + h) * Lq + i];
+        for (int64_t c0 = 0; c0 < Lq; c0 += kChunk) {
+          const int64_t n = std::min(kChunk, Lq - c0);
+          Block blocks[kChunk / kRows];
+          int64_t clo = Lk, chi = 0;  // the chunk's columns: every block's together
+          for (int64_t i0 = c0; i0 < c0 + n; i0 += kRows) {
+            const Block& blk = blocks[(i0 - c0) / kRows] = block_of(vis, b, i0, Lq);
+            if (blk.lo < blk.hi) clo = std::min(clo, blk.lo), chi = std::max(chi, blk.hi);
           }
-          rows_by_matrix(qa, D, kt.data(), Lp, blk.lo, blk.hi, sr);  // the scores again
-          mask_scores(blk, sr);
-          exponentiate(blk, sr, shift, sr);                          // the probabilities
-          rows_by_matrix(ga, D, vt.data(), Lp, blk.lo, blk.hi, dpr); // dout . v_j
-          for (int r = 0; r < kRows; ++r) {  // the scores' gradients, less the scale
-            const float dl = delta[hh * Lq + i0 + std::min<int64_t>(r, blk.n - 1)];
-            float *p = sr[r], *ds = dpr[r];
-            for (int64_t j = blk.lo; j < blk.hi; ++j) ds[j] = p[j] * (ds[j] - dl);
+          if (clo >= chi) {  // no query of the chunk sees a key
+            for (int64_t i = c0; i < c0 + n; ++i) {
+              float* dqi = dqp + ((b * Lq + i) * H + h) * D;
+              std::fill(dqi, dqi + D, 0.f);
+            }
+            continue;
           }
-          const int64_t hi = std::min(blk.hi, Lk);
-          weights_by_matrix(dpr, blk.lo, hi, kb, k.stride(2), D, dqr);  // dq = scale ds . k
-          for (int r = 0; r < blk.n; ++r)
-            for (int64_t d = 0; d < D; ++d) dqr[r][d] *= sc;
-          keys_update(dpr, qa, blk.lo, hi, D, dkb);  // dk_j += ds_j (scale q)
-          keys_update(sr, ga, blk.lo, hi, D, dvb);   // dv_j += p_j dout
+          for (int64_t i0 = c0; i0 < c0 + n; i0 += kRows) {
+            const Block& blk = blocks[(i0 - c0) / kRows];
+            const float *qa[kRows], *ga[kRows];
+            float *sr[kRows], *dpr[kRows], *dqr[kRows], shift[kRows];
+            for (int r = 0; r < kRows; ++r) {
+              const int64_t i = i0 + std::min<int64_t>(r, blk.n - 1);
+              qa[r] = qs.data() + (hh * Lq + i) * D;
+              ga[r] = go.data() + (hh * Lq + i) * D;
+              sr[r] = pc.data() + (i0 - c0 + r) * Lp;
+              dpr[r] = dsc.data() + (i0 - c0 + r) * Lp;
+              dqr[r] = r < blk.n ? dqp + ((b * Lq + i) * H + h) * D : scratch.data() + r * D;
+              shift[r] = lp[(b * H + h) * Lq + i];
+            }
+            rows_by_matrix(qa, D, kt.data(), Lp, blk.lo, blk.hi, sr);  // the scores again
+            mask_scores(blk, sr);
+            exponentiate(blk, sr, shift, sr);                          // the probabilities
+            rows_by_matrix(ga, D, vt.data(), Lp, blk.lo, blk.hi, dpr); // dout . v_j
+            for (int r = 0; r < kRows; ++r) {  // the scores' gradients, less the scale
+              const float dl = delta[hh * Lq + i0 + std::min<int64_t>(r, blk.n - 1)];
+              float *p = sr[r], *ds = dpr[r];
+              for (int64_t j = blk.lo; j < blk.hi; ++j) ds[j] = p[j] * (ds[j] - dl);
+            }
+            const int64_t hi = std::min(blk.hi, Lk);
+            weights_by_matrix(dpr, blk.lo, hi, kb, k.stride(2), D, dqr);  // dq = scale ds . k
+            for (int r = 0; r < blk.n; ++r)
+              for (int64_t d = 0; d < D; ++d) dqr[r][d] *= sc;
+            for (int r = 0; r < blk.n; ++r) {  // 0 on the chunk's columns outside the block's
+              for (int64_t j = clo; j < blk.lo; ++j) sr[r][j] = dpr[r][j] = 0.f;
+              for (int64_t j = std::max(blk.hi, clo); j < chi; ++j) sr[r][j] = dpr[r][j] = 0.f;
+            }
+          }
+          const int64_t hi = std::min(chi, Lk), row0 = hh * Lq + c0;
+          keys_update(dsc.data(), Lp, qs.data() + row0 * D, n, clo, hi, D, dkb);  // ds_j (scale q)
+          keys_update(pc.data(), Lp, go.data() + row0 * D, n, clo, hi, D, dvb);  // p_j dout
         }
       }
     }
