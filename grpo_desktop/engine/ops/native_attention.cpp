@@ -134,8 +134,8 @@ void weights_by_matrix(const float* const* w, int64_t j0, int64_t j1, const floa
 // Two keys and up to kSliceVecs vectors of their row at a time, summed over the rows in
 // registers: a key's gradient row is read and written once per chunk, not once per block.
 template <int W>
-void keys_slice(const float* w, int64_t Lp, const float* x, int64_t n, int64_t j0, int64_t j1,
-                int64_t D, int64_t c, float* g) {
+void keys_slice(const float* w, int64_t Lp, const float* x, int64_t n, const int64_t* ends,
+                int64_t j0, int64_t j1, int64_t D, int64_t c, float* g) {
   int64_t j = j0;
   for (; j + 2 <= j1; j += 2) {
     vec acc[2][W];
@@ -143,7 +143,9 @@ void keys_slice(const float* w, int64_t Lp, const float* x, int64_t n, int64_t j
       acc[0][v] = load(g + j * D + c + kLanes * v);
       acc[1][v] = load(g + (j + 1) * D + c + kLanes * v);
     }
-    for (int64_t r = 0; r < n; ++r) {
+    // rows whose visible keys end at or before j see neither key (w = 0 there): skipped
+    const int64_t r0 = ends ? std::upper_bound(ends, ends + n, j) - ends : 0;
+    for (int64_t r = r0; r < n; ++r) {
       const float w0 = w[r * Lp + j], w1 = w[r * Lp + j + 1];
       const float* xr = x + r * D + c;
       for (int v = 0; v < W; ++v) {
@@ -160,20 +162,23 @@ void keys_slice(const float* w, int64_t Lp, const float* x, int64_t n, int64_t j
   for (; j < j1; ++j) {
     vec acc[W];
     for (int v = 0; v < W; ++v) acc[v] = load(g + j * D + c + kLanes * v);
-    for (int64_t r = 0; r < n; ++r)
+    const int64_t r0 = ends ? std::upper_bound(ends, ends + n, j) - ends : 0;
+    for (int64_t r = r0; r < n; ++r)
       for (int v = 0; v < W; ++v) acc[v] = mul_add(w[r * Lp + j], load(x + r * D + c + kLanes * v), acc[v]);
     for (int v = 0; v < W; ++v) store(g + j * D + c + kLanes * v, acc[v]);
   }
 }
 
-void keys_update(const float* w, int64_t Lp, const float* x, int64_t n, int64_t j0, int64_t j1,
-                 int64_t D, float* g) {
+// `ends`: each row's end of visible keys when they never decrease from row to row (causal and
+// packed answers), else null.
+void keys_update(const float* w, int64_t Lp, const float* x, int64_t n, const int64_t* ends,
+                 int64_t j0, int64_t j1, int64_t D, float* g) {
   for (int64_t c = 0; c < D; c += kLanes * kSliceVecs) {
     switch (std::min<int64_t>(kSliceVecs, (D - c) / kLanes)) {
-      case 4: keys_slice<4>(w, Lp, x, n, j0, j1, D, c, g); break;
-      case 3: keys_slice<3>(w, Lp, x, n, j0, j1, D, c, g); break;
-      case 2: keys_slice<2>(w, Lp, x, n, j0, j1, D, c, g); break;
-      default: keys_slice<1>(w, Lp, x, n, j0, j1, D, c, g); break;
+      case 4: keys_slice<4>(w, Lp, x, n, ends, j0, j1, D, c, g); break;
+      case 3: keys_slice<3>(w, Lp, x, n, ends, j0, j1, D, c, g); break;
+      case 2: keys_slice<2>(w, Lp, x, n, ends, j0, j1, D, c, g); break;
+      default: keys_slice<1>(w, Lp, x, n, ends, j0, j1, D, c, g); break;
     }
   }
 }
@@ -440,9 +445,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attend_backward(
           const int64_t n = std::min(kChunk, Lq - c0);
           Block blocks[kChunk / kRows];
           int64_t clo = Lk, chi = 0;  // the chunk's columns: every block's together
+          int64_t ends[kChunk];       // each row's end of visible keys (0: it sees none)
+          bool rising = true;
           for (int64_t i0 = c0; i0 < c0 + n; i0 += kRows) {
             const Block& blk = blocks[(i0 - c0) / kRows] = block_of(vis, b, i0, Lq);
             if (blk.lo < blk.hi) clo = std::min(clo, blk.lo), chi = std::max(chi, blk.hi);
+            for (int r = 0; r < blk.n; ++r) {
+              const int64_t e = blk.start[r] < blk.end[r] ? blk.end[r] : 0, at = i0 - c0 + r;
+              rising = rising && (at == 0 || ends[at - 1] <= e);
+              ends[at] = e;
+            }
           }
           if (clo >= chi) {  // no query of the chunk sees a key
             for (int64_t i = c0; i < c0 + n; ++i) {
@@ -483,8 +495,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attend_backward(
             }
           }
           const int64_t hi = std::min(chi, Lk), row0 = hh * Lq + c0;
-          keys_update(dsc.data(), Lp, qs.data() + row0 * D, n, clo, hi, D, dkb);  // ds_j (scale q)
-          keys_update(pc.data(), Lp, go.data() + row0 * D, n, clo, hi, D, dvb);  // p_j dout
+          const int64_t* rows_end = rising ? ends : nullptr;
+          keys_update(dsc.data(), Lp, qs.data() + row0 * D, n, rows_end, clo, hi, D, dkb);  // ds (scale q)
+          keys_update(pc.data(), Lp, go.data() + row0 * D, n, rows_end, clo, hi, D, dvb);   // p dout
         }
       }
     }
