@@ -67,6 +67,8 @@ CASES = [  # N, H, Hkv, Lq, Lk, D, mask, causal (without a mask)
     (2, 8, 2, 27, 27, 32, "none", True),  # a prompt's shared beginning, run once
     (2, 4, 2, 5, 19, 64, "none", True),  # fewer queries than keys: aligned at the end
     (2, 4, 2, 1, 17, 48, "causal", False),  # one query per row (the prompt's last token)
+    (2, 6, 3, 70, 90, 64, "gaps", False),  # the backward's chunks of 32 rows: 32, 32 and 6
+    (2, 6, 3, 70, 90, 32, "padded", False),
 ]
 
 
