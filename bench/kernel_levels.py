@@ -9,8 +9,11 @@ TORCH_LIBRARY per process), the libraries alternated round by round, at the deco
 library: microseconds a decode token-step spends in each kernel (every layer's call), the best
 of 5 timings (up to 50 calls, about 0.1 s, each) a round, median over rounds. `linear` is a
 layer's four products (q/k/v, o, gate/up, down; the output layer not included); beside it, in
-every library's process, the same products through torch's F.linear (MKL), for reference. A
-library without a kernel (an older source) shows a dash.
+every library's process, the same products through torch's F.linear (MKL), for reference.
+`attend` and `attend_backward` are the log-prob passes' attention (engine/ops/fused_attention.py)
+over a pass's layers at the training shape of 32 answers of 63 tokens after a 37-token prompt,
+beside torch's sdpa forward and its forward and backward through autograd. A library without a
+kernel (an older source; `attend` in the v2 build) shows a dash.
 
 `--against FILE` adds a native build of another native_decode.cpp (an older commit's, from `git
 show COMMIT:grpo_desktop/engine/ops/native_decode.cpp > old.cpp`) as a column, and says whether
@@ -61,12 +64,28 @@ for name, layers, E, H, Hkv, D, F in shapes:
         "linear": lambda: [ops.linear(a, b, None) for _ in range(layers) for a, b in zip(inputs, weights)],
         "linear: torch's F.linear": lambda: [torch.nn.functional.linear(a, b) for _ in range(layers) for a, b in zip(inputs, weights)],
     }
+    # the passes' attention (32 answers of 63 tokens after a 37-token prompt), a pass's layers
+    Lq, P = 63, 37
+    tq = torch.randn(N, Lq, H, D, generator=g).transpose(1, 2)
+    tk, tv = (torch.randn(N, Hkv, P + Lq, D, generator=g) for _ in range(2))
+    allowed = torch.ones(N, 1, Lq, P + Lq, dtype=torch.bool).tril(P)
+    tg = [t.clone().requires_grad_() for t in (tq, tk, tv)]
+    dout = torch.randn(N, Lq, H, D, generator=g)
+    try:
+        o, lse = ops.attend(tq, tk, tv, allowed, D**-0.5, False)
+        calls["attend"] = lambda: [ops.attend(tq, tk, tv, allowed, D**-0.5, False) for _ in range(layers)]
+        calls["attend_backward"] = lambda: [ops.attend_backward(dout, tq, tk, tv, o, lse, allowed, D**-0.5, False) for _ in range(layers)]
+    except (AttributeError, RuntimeError):  # an older source or the v2 build: no attend
+        pass
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    calls["attend: torch's sdpa"] = lambda: [sdpa(tq, tk, tv, attn_mask=allowed, enable_gqa=True) for _ in range(layers)]
+    calls["attend + backward: torch's"] = lambda: [sdpa(*tg, attn_mask=allowed, enable_gqa=True).backward(dout.transpose(1, 2)) for _ in range(layers)]
     try:
         ops.linear
     except (AttributeError, RuntimeError):  # an older source: no products kernel
         del calls["linear"]
     for kernel, call in calls.items():
-        if len(sys.argv) > 4:  # this library's outputs, for a comparison of bits
+        if len(sys.argv) > 4 and "backward: torch" not in kernel:  # outputs, to compare bits
             outputs[f"{name} {kernel}"] = call()
         for _ in range(3):
             call()
@@ -125,10 +144,19 @@ def main() -> int:
                 if key not in theirs:
                     print(f"{key}: not in the other source")
                     continue
-                same = all(torch.equal(a, b) for a, b in zip(ours[key], theirs[key]))
+                pairs = zip(ours[key], theirs[key])
+                same = all(
+                    all(map(torch.equal, a, b)) if isinstance(a, tuple) else torch.equal(a, b)
+                    for a, b in pairs
+                )
                 print(f"{key}: outputs {'the same bits' if same else 'DIFFER'} (native vs against)")
     keys = list(results["native"][0])
-    print(f"µs a decode token-step in each kernel, {args.threads} threads, 32 rows, 70 keys;")
+    print(
+        f"µs in each kernel, {args.threads} threads: a decode token-step's calls (32 rows, 70 keys),"
+    )
+    print(
+        "the attention's a log-prob pass's layers (32 answers of 63 tokens after 37 prompt tokens);"
+    )
     print(f"median of {args.rounds} rounds (each the best of 5 × up to 50 calls)")
     print("| kernel | " + " | ".join(marches) + " |")
     print("|---|" + "---|" * len(marches))
