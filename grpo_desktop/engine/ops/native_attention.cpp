@@ -3,11 +3,12 @@
 // (engine/ops/native_build.py). Why: a GRPO pass attends each answer's ~60 tokens to its prompt
 // and to itself, with a mask, at head widths of 32-128; torch's CPU flash-attention kernel is
 // tiled for long sequences and, given a mask, computes every score and then masks it (forward
-// 2.7 ms, backward 7 ms a layer on bench/vs_trl.py --quick's shapes). Here each query row reads
-// only the keys its mask lets it see (from its first allowed key to its last), with the keys
-// transposed once per row and key/value head so the scores are one vector-times-matrix in
-// registers (native_vec.h), and the backward accumulates a key/value head's gradients in the
-// task that owns it (no atomics, no reduction afterwards). Grouped heads (fewer key/value heads
+// 2.5-2.7 ms, backward 5.3-5.9 ms a layer on bench/vs_trl.py --quick's shapes). Here each
+// query row reads only the keys its mask lets it see (from its first allowed key to its last),
+// with the keys transposed once per row and key/value head so a block of queries' scores stays
+// in vector registers, and the backward sums each key's and value's gradient over a chunk of
+// query rows in registers, in the one task that owns that key/value head (no atomics, no
+// reduction afterwards). Grouped heads (fewer key/value heads
 // than query heads) are read in place. A query that may see no key gets zeros, as torch's.
 // Results equal torch's scaled_dot_product_attention up to float rounding
 // (tests/engine/ops/test_fused_attention.py).

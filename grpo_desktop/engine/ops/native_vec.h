@@ -1,5 +1,6 @@
 // Shared by native_decode.cpp and native_attention.cpp (each includes it into its own anonymous
-// namespace): a masked score's value and the vector-times-matrix both kernels' scores use.
+// namespace): a masked score's value, which both use, and the decode attention's
+// vector-times-matrix (the passes' attention scores a block of queries at once instead).
 
 #pragma once
 
