@@ -10,8 +10,8 @@ library: microseconds a decode token-step spends in each kernel (every layer's c
 of 5 timings (up to 50 calls, about 0.1 s, each) a round, median over rounds. `linear` is a
 layer's four products (q/k/v, o, gate/up, down; the output layer not included); beside it, in
 every library's process, the same products through torch's F.linear (MKL), for reference.
-`attend` and `attend_backward` are the log-prob passes' attention (engine/ops/fused_attention.py)
-over a pass's layers at the training shape of 32 answers of 63 tokens after a 37-token prompt,
+`attend` and `attend_backward` are the log-prob passes' attention (engine/ops/fused_attention.py),
+one layer's call at the training shape of 32 answers of 63 tokens after a 37-token prompt,
 beside torch's sdpa forward and its forward and backward through autograd. A library without a
 kernel (an older source; `attend` in the v2 build) shows a dash.
 
@@ -64,7 +64,7 @@ for name, layers, E, H, Hkv, D, F in shapes:
         "linear": lambda: [ops.linear(a, b, None) for _ in range(layers) for a, b in zip(inputs, weights)],
         "linear: torch's F.linear": lambda: [torch.nn.functional.linear(a, b) for _ in range(layers) for a, b in zip(inputs, weights)],
     }
-    # the passes' attention (32 answers of 63 tokens after a 37-token prompt), a pass's layers
+    # the passes' attention (32 answers of 63 tokens after a 37-token prompt), one layer's call
     Lq, P = 63, 37
     tq = torch.randn(N, Lq, H, D, generator=g).transpose(1, 2)
     tk, tv = (torch.randn(N, Hkv, P + Lq, D, generator=g) for _ in range(2))
@@ -73,13 +73,13 @@ for name, layers, E, H, Hkv, D, F in shapes:
     dout = torch.randn(N, Lq, H, D, generator=g)
     try:
         o, lse = ops.attend(tq, tk, tv, allowed, D**-0.5, False)
-        calls["attend"] = lambda: [ops.attend(tq, tk, tv, allowed, D**-0.5, False) for _ in range(layers)]
-        calls["attend_backward"] = lambda: [ops.attend_backward(dout, tq, tk, tv, o, lse, allowed, D**-0.5, False) for _ in range(layers)]
+        calls["attend"] = lambda: [ops.attend(tq, tk, tv, allowed, D**-0.5, False)]
+        calls["attend_backward"] = lambda: [ops.attend_backward(dout, tq, tk, tv, o, lse, allowed, D**-0.5, False)]
     except (AttributeError, RuntimeError):  # an older source or the v2 build: no attend
         pass
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    calls["attend: torch's sdpa"] = lambda: [sdpa(tq, tk, tv, attn_mask=allowed, enable_gqa=True) for _ in range(layers)]
-    calls["attend + backward: torch's"] = lambda: [sdpa(*tg, attn_mask=allowed, enable_gqa=True).backward(dout.transpose(1, 2)) for _ in range(layers)]
+    calls["attend: torch's sdpa"] = lambda: [sdpa(tq, tk, tv, attn_mask=allowed, enable_gqa=True)]
+    calls["attend + backward: torch's"] = lambda: [sdpa(*tg, attn_mask=allowed, enable_gqa=True).backward(dout.transpose(1, 2))]
     try:
         ops.linear
     except (AttributeError, RuntimeError):  # an older source: no products kernel
@@ -154,9 +154,7 @@ def main() -> int:
     print(
         f"µs in each kernel, {args.threads} threads: a decode token-step's calls (32 rows, 70 keys),"
     )
-    print(
-        "the attention's a log-prob pass's layers (32 answers of 63 tokens after 37 prompt tokens);"
-    )
+    print("the attention's one layer's call (32 answers of 63 tokens after 37 prompt tokens);")
     print(f"median of {args.rounds} rounds (each the best of 5 × up to 50 calls)")
     print("| kernel | " + " | ".join(marches) + " |")
     print("|---|" + "---|" * len(marches))
