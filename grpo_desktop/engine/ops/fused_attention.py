@@ -88,9 +88,11 @@ def attention(module, query, key, value, attention_mask, dropout=0.0, scaling=No
     """transformers' attention-function signature: (output (N, Lq, H, D), None). The kernel's
     where it fits, else the function it replaced."""
     original = _state["original"]
-    ops = _ops()
     is_causal = kwargs.get("is_causal")
-    if ops is None or not _fits(query, key, value, attention_mask, dropout, kwargs):
+    # The shapes first: a GPU or float64 call never asks for (or waits on a build of) the kernels
+    fits = _fits(query, key, value, attention_mask, dropout, kwargs)
+    ops = _ops() if fits else None
+    if ops is None:
         return original(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     Lq, Lk = query.size(2), key.size(2)
     causal = False
