@@ -152,6 +152,15 @@ def _failed_before(where: Path) -> str | None:
     return reason.strip() if stamp == _compiler_stamp() else None
 
 
+def _remember_failure(where: Path, problem: str) -> str:
+    """Write why the kernels failed beside them (so later runs do not wait for the same
+    failure: `_failed_before`); returns `problem`."""
+    with contextlib.suppress(OSError):
+        where.mkdir(parents=True, exist_ok=True)
+        (where / FAILED).write_text(f"{_compiler_stamp()}\n{problem}", encoding="utf-8")
+    return problem
+
+
 def _self_check(ops) -> str | None:
     """Compare the kernels with torch's operations on a small example; None when they agree.
     Its head width (88) and length (90) take each of the attention's paths: blocks of 64 and 16
@@ -240,8 +249,9 @@ def _load_checked(library: Path):
         last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
         return None, f"unloadable ({last[:160]})"
     ops = torch.ops.grpo_desktop
-    try:
-        return ops, _self_check(ops)
+    try:  # the check runs a backward: whatever grad mode the first caller (a sampler) is in
+        with torch.inference_mode(False), torch.enable_grad():
+            return ops, _self_check(ops)
     except Exception as exc:  # another library under the same name, with other signatures
         return ops, f"its check raised {type(exc).__name__}: {str(exc)[:160]}"
 
@@ -288,9 +298,10 @@ def _build():
         ops, problem = _load_checked(library)
         if ops is not None and problem is None:
             return ops, f"loaded from the cache ({where})"
-        if ops is None:  # a damaged file: removed, so that the build below makes it again
-            with contextlib.suppress(OSError):
-                library.unlink()
+        if ops is not None:  # loaded (its ops registered) but wrong: a rebuild of the same
+            return None, _remember_failure(where, f"{problem} on this machine")  # source won't do
+        with contextlib.suppress(OSError):  # a damaged file: removed, so the build makes it again
+            library.unlink()
     failed = _failed_before(where)
     if failed:
         return None, f"{failed} (earlier; delete {where} to try again)"
@@ -302,11 +313,8 @@ def _build():
         ops, problem = _load_checked(library)
         if problem:
             problem = f"{problem} on this machine"
-    if problem:  # remembered, so that later runs do not wait for the same failure
-        with contextlib.suppress(OSError):
-            where.mkdir(parents=True, exist_ok=True)
-            (where / FAILED).write_text(f"{_compiler_stamp()}\n{problem}", encoding="utf-8")
-        return None, problem
+    if problem:
+        return None, _remember_failure(where, problem)
     return ops, f"compiled in {time.perf_counter() - t0:.1f} s, cached ({where})"
 
 

@@ -292,3 +292,41 @@ def test_both_sources_compile_from_one_template():
     assert decode_script.SOURCE.count("torch.ops.aten.linear(") == 5
     assert decode_script.NATIVE_SOURCE.count("torch.ops.grpo_desktop.linear(") == 5
     assert "aten.linear" not in decode_script.NATIVE_SOURCE
+
+
+@pytest.mark.parametrize("mode", ["torch.inference_mode()", "torch.no_grad()"])
+def test_a_process_whose_first_use_is_a_sampler_under_no_grad_gets_the_checked_kernels(ops, mode):
+    # The load-time check runs the passes' attention backward: a process whose first kernel call
+    # came from a sampler (grad off) had the check raise, lose the kernels, rebuild them for
+    # nothing and leave a failure note for the cache (the Try window, evaluation, a bench).
+    where, _ = native._library()
+    code = f"""
+import json, torch
+from grpo_desktop.engine.ops import native
+with {mode}:
+    ops = native.decode_ops()
+print(json.dumps({{"built": ops is not None, "line": native.describe(),
+                  "attend": ops is not None and native.has_attend(ops)}}))
+"""
+    probe = _in_fresh_process({}, code)
+    assert probe["built"] and probe["attend"] == native.has_attend(ops), probe["line"]
+    assert probe["line"].startswith("fused decode kernels loaded from the cache")
+    assert not (where / native.FAILED).exists()
+
+
+def test_cached_kernels_that_load_but_fail_their_check_are_not_rebuilt_and_the_reason_kept(
+    ops, monkeypatch, tmp_path
+):
+    # The library's ops are registered once loaded: building the same source again could not
+    # replace them, so the run goes on with torch's operations at once and later runs read why.
+    _, library = native._library()
+    monkeypatch.setattr(native, "_library", lambda: (tmp_path, library))
+    monkeypatch.setattr(native, "_self_check", lambda ops: "its attention differs from torch's")
+
+    def no_build(*args):
+        raise AssertionError("rebuilt")
+
+    monkeypatch.setattr(native.native_build, "compile_library", no_build)
+    got, why = native._build()
+    assert got is None and why == "its attention differs from torch's on this machine"
+    assert native._failed_before(tmp_path) == why
