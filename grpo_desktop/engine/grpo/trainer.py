@@ -52,7 +52,13 @@ from grpo_desktop.engine.health.monitors import HealthMonitor, logged_events
 from grpo_desktop.engine.models.gguf_import import ImportStopped
 from grpo_desktop.engine.models.loading import Policy, load_policy, model_import_events
 from grpo_desktop.engine.models.remote_code import RemoteCodePermission
-from grpo_desktop.engine.ops import fused_attention, grouped_attention, kernels, native
+from grpo_desktop.engine.ops import (
+    fused_attention,
+    fused_layers,
+    grouped_attention,
+    kernels,
+    native,
+)
 from grpo_desktop.engine.ops.host_memory import collect_cycles, keep_freed_heap
 from grpo_desktop.engine.rewards.functions import RewardSet
 from grpo_desktop.engine.rewards.worked_example import example_warnings
@@ -278,6 +284,7 @@ class _Run:
             keep_freed_heap()  # each step reuses the last one's pages (ops/host_memory.py)
             grouped_attention.use_on_cpu()  # no copies of grouped key/value heads per pass
             fused_attention.use_on_cpu()  # the passes' attention in the fused kernels
+            fused_layers.use_on_cpu()  # and their norms, rotary embedding and SwiGLU gate
         self.rewards = RewardSet(self.cfg.rewards, self.cfg.data)
         self.watch = CheckerWatch(self.cfg.rewards.checker_timeout_s)
         params = self.policy.trainable_parameters()

@@ -35,7 +35,9 @@ within 1e-5) and a sampled token can differ where two candidates' probabilities 
 precision (SmolLM2's runs parted at their third step; the demo's did not); the keys and
 values written are torch's bits (-ffp-contract=off). The same library carries the passes'
 attention, forward and backward (`attend`, native_attention.cpp), which ops/fused_attention.py
-puts in transformers' place on the CPU: the prefill, the log-prob and update passes then run it.
+puts in transformers' place on the CPU: the prefill, the log-prob and update passes then run it;
+and their RMSNorm, rotary embedding and SwiGLU gate, forward and backward (native_layers.cpp,
+for ops/fused_layers.py).
 
 Try it: python -c "from grpo_desktop.engine.ops import native; native.decode_ops(); print(native.describe())"
 """
@@ -202,7 +204,55 @@ def _self_check(ops) -> str | None:
     product = torch.nn.functional.linear(x.double(), w.double(), bias.double()).float()
     if not torch.allclose(ops.linear(x, w, bias), product, rtol=2e-5, atol=2e-5):
         return "its matrix product differs from torch's"
-    return _attention_check(ops, g) if has_attend(ops) else None
+    problem = _attention_check(ops, g) if has_attend(ops) else None
+    return problem or (_layers_check(ops, g) if has_layers(ops) else None)
+
+
+def has_layers(ops) -> bool:
+    """Whether this build has the passes' norm, rotary and gate kernels (native_layers.cpp;
+    builds of an earlier source in an installer's bundle may not)."""
+    try:
+        ops.swiglu_backward  # noqa: B018
+    except (AttributeError, RuntimeError):
+        return False
+    return True
+
+
+def _layers_check(ops, g: torch.Generator) -> str | None:
+    """native_layers.cpp's six ops against torch's in float64: rows of 40 (a width of 3 vectors
+    and a tail), rotary on a transposed (B, H, L, D) and cos shared by the batch."""
+    x = torch.randn(5, 40, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(40, generator=g, dtype=torch.float64)
+    dy = torch.randn(5, 40, generator=g, dtype=torch.float64)
+    (w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))).backward(dy)
+    y, rstd = ops.norm_forward(x.detach().float(), w.float(), 1e-6)
+    dx = ops.norm_backward(dy.float(), x.detach().float(), w.float(), rstd)
+    expected = w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+    if not (_close(y, expected) and _close(dx, x.grad)):
+        return "its training norm differs from torch's"
+    q = torch.randn(2, 3, 4, 40, generator=g, dtype=torch.float64).transpose(1, 2)  # (B, H, L, D)
+    cos, sin = (torch.randn(1, 3, 40, generator=g, dtype=torch.float64) for _ in range(2))
+    q.requires_grad_()
+    half = torch.cat((-q[..., 20:], q[..., :20]), dim=-1)
+    rotated = q * cos[:, None] + half * sin[:, None]
+    dq = torch.randn(rotated.shape, generator=g, dtype=torch.float64)
+    rotated.backward(dq)
+    mine = ops.rope_forward(q.detach().float(), cos.float(), sin.float())
+    back = ops.rope_backward(dq.float(), cos.float(), sin.float())
+    if not (_close(mine, rotated) and _close(back, q.grad)):
+        return "its rotary embedding differs from torch's"
+    gate, up = (torch.randn(5, 40, generator=g, dtype=torch.float64).requires_grad_() for _ in "gu")
+    gated = torch.nn.functional.silu(gate) * up
+    gated.backward(dy)
+    dg, du = ops.swiglu_backward(dy.float(), gate.detach().float(), up.detach().float())
+    forward = ops.swiglu_forward(gate.detach().float(), up.detach().float())
+    if not (_close(forward, gated) and _close(dg, gate.grad) and _close(du, up.grad)):
+        return "its SwiGLU gate differs from torch's"
+    return None
+
+
+def _close(mine: torch.Tensor, expected: torch.Tensor) -> bool:
+    return torch.allclose(mine.double(), expected.detach(), rtol=1e-5, atol=1e-5)
 
 
 def has_attend(ops) -> bool:

@@ -33,7 +33,10 @@ from pathlib import Path
 
 SOURCE = Path(__file__).with_name("native_decode.cpp")  # the decode's kernels
 # compiled beside it into the same library; the header is part of what a build is keyed by
-OTHER_SOURCES = (Path(__file__).with_name("native_attention.cpp"),)
+OTHER_SOURCES = (
+    Path(__file__).with_name("native_attention.cpp"),  # the passes' attention
+    Path(__file__).with_name("native_layers.cpp"),  # the passes' norms, rotary, SwiGLU gate
+)
 HEADERS = (Path(__file__).with_name("native_vec.h"),)
 # -ffp-contract=off: the keys and values written are torch's bits (no fused multiply-adds);
 # -fopenmp: `omp simd` loops and at::parallel_for's OpenMP backend (torch's own libgomp is
