@@ -417,6 +417,19 @@ def _room_to_merge(weights: list[torch.Tensor]) -> bool:
     return sum(w.numel() * w.element_size() for w in weights) <= MERGE_SHARE * free
 
 
+def _merged(layer, weight: torch.Tensor) -> torch.Tensor:
+    """A new tensor W + scale·B·A (out, in) of a LoRA layer's base weight W: for float32 weights
+    and adapters one `addmm` (the product's scaling and the sum in the library's one pass, no
+    (out, in) delta tensor made first), else peft's delta in float32 added and rounded back."""
+    name = layer.active_adapters[0]
+    A, B = layer.lora_A[name].weight, layer.lora_B[name].weight  # (r, in), (out, r)
+    plain = not getattr(layer, "fan_in_fan_out", False)
+    if plain and weight.dtype == A.dtype == B.dtype == torch.float32:
+        return torch.addmm(weight, B, A, alpha=layer.scaling[name])  # (out, in)
+    delta = layer.get_delta_weight(name)  # (out, in)
+    return (weight.float() + delta.float()).to(weight.dtype)
+
+
 @contextlib.contextmanager
 def lora_merged(model, *, half: bool | None = None) -> Iterator[None]:
     """For generation: each LoRA layer's base weight temporarily holds W + scale·B·A and the
@@ -439,10 +452,8 @@ def lora_merged(model, *, half: bool | None = None) -> Iterator[None]:
         with torch.no_grad():
             for layer in layers:
                 weight = layer.base_layer.weight
-                delta = layer.get_delta_weight(layer.active_adapters[0])  # (out, in)
                 originals.append((weight, weight.data))
-                weight.data = (weight.data.float() + delta.float()).to(weight.dtype)  # (out, in)
-                del delta
+                weight.data = _merged(layer, weight.data)  # (out, in)
         with adapters_off(model):
             yield
     finally:
