@@ -5,8 +5,10 @@ Between a log-prob pass's matrix products, transformers' RMSNorm is six tensor o
 (pow, mean, add, rsqrt and two products), the rotary embedding ten (for q and k: two products,
 a negation, a concatenation and a sum) and SwiGLU's gate two, each one pass over a (tokens,
 width) tensor; autograd's backward runs about twice as many. On bench/vs_trl.py --quick's step,
-taking them away altogether saved 43 of the reference and update passes' ~355 ms (bench/
-README.md, session 29). The kernels do each in one pass over its rows, and its backward in one.
+taking them away altogether (identities in their place, alternated in one process) saved 43 of
+the reference and update passes' ~355 ms. The kernels do each in one pass over its rows, and its
+backward in one: the two passes 0.371 s instead of 0.394 (×1.06, `bench/pass_attention.py
+--kernels layers`; bench/README.md, session 29).
 
 `use_on_cpu()` (a CPU run calls it once at its start, beside fused_attention's) puts
 `norm_forward`, `rotary` and `mlp_forward` in place of transformers' RMSNorm.forward,

@@ -3,8 +3,9 @@
 // (engine/ops/native_build.py). Why: between a pass's matrix products, transformers runs RMSNorm
 // as six tensor operations, the rotary embedding as ten and SwiGLU's gate as two, each a pass
 // over a (tokens, width) tensor, and autograd runs about twice as many for their backward;
-// on bench/vs_trl.py --quick's step, taking them away entirely saved 43 of the passes' ~355 ms
-// (bench/README.md, session 29). Here each is one pass over its rows forward and one backward.
+// on bench/vs_trl.py --quick's step, taking them away entirely saved 43 of the passes' ~355 ms.
+// Here each is one pass over its rows forward and one backward (the passes x1.06: bench/README.md,
+// session 29).
 //
 //   norm_forward(x (M, E), weight (E), eps) -> (y (M, E), rstd (M)):
 //       y = weight * (x * rstd), rstd = 1 / sqrt(mean(x^2) + eps), as transformers' RMSNorm
