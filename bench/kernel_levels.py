@@ -12,8 +12,10 @@ layer's four products (q/k/v, o, gate/up, down; the output layer not included); 
 every library's process, the same products through torch's F.linear (MKL), for reference.
 `attend` and `attend_backward` are the log-prob passes' attention (engine/ops/fused_attention.py),
 one layer's call at the training shape of 32 answers of 63 tokens after a 37-token prompt,
-beside torch's sdpa forward and its forward and backward through autograd. A library without a
-kernel (an older source; `attend` in the v2 build) shows a dash.
+beside torch's sdpa forward and its forward and backward through autograd; at the same shape,
+the passes' RMSNorm, rotary embedding (the queries) and SwiGLU gate (engine/ops/fused_layers.py)
+forward and backward, beside torch's operations through autograd. A library without a kernel (an
+older source; `attend` in the v2 build) shows a dash.
 
 `--against FILE` adds a native build of another native_decode.cpp (an older commit's, from `git
 show COMMIT:grpo_desktop/engine/ops/native_decode.cpp > old.cpp`) as a column, and says whether
@@ -80,6 +82,24 @@ for name, layers, E, H, Hkv, D, F in shapes:
     sdpa = torch.nn.functional.scaled_dot_product_attention
     calls["attend: torch's sdpa"] = lambda: [sdpa(tq, tk, tv, attn_mask=allowed, enable_gqa=True)]
     calls["attend + backward: torch's"] = lambda: [sdpa(*tg, attn_mask=allowed, enable_gqa=True).backward(dout.transpose(1, 2))]
+    # the passes' norm, rotary embedding and SwiGLU gate (fused_layers.py) at that shape: one
+    # layer's forward and backward, beside torch's operations through autograd
+    M = N * Lq
+    hx, hd = torch.randn(M, E, generator=g), torch.randn(M, E, generator=g)
+    rc, rs = torch.randn(N, Lq, D, generator=g), torch.randn(N, Lq, D, generator=g)
+    gg, gu2, gdy = (torch.randn(M, F, generator=g) for _ in range(3))
+    try:
+        _, rstd = ops.norm_forward(hx, w, 1e-6)
+        calls["norm + backward"] = lambda: [ops.norm_forward(hx, w, 1e-6), ops.norm_backward(hd, hx, w, rstd)]
+        calls["rope + backward"] = lambda: [ops.rope_forward(tq, rc, rs), ops.rope_backward(dout.transpose(1, 2), rc, rs)]
+        calls["swiglu + backward"] = lambda: [ops.swiglu_forward(gg, gu2), ops.swiglu_backward(gdy, gg, gu2)]
+    except (AttributeError, RuntimeError):  # an older source: no training layers
+        pass
+    hg, qg, gg2, ug2 = (t.clone().requires_grad_() for t in (hx, tq, gg, gu2))
+    half = lambda t: torch.cat((-t[..., D // 2 :], t[..., : D // 2]), dim=-1)
+    calls["norm + backward: torch's"] = lambda: [(w * (hg * torch.rsqrt(hg.pow(2).mean(-1, keepdim=True) + 1e-6))).backward(hd)]
+    calls["rope + backward: torch's"] = lambda: [(qg * rc[:, None] + half(qg) * rs[:, None]).backward(dout.transpose(1, 2))]
+    calls["swiglu + backward: torch's"] = lambda: [(torch.nn.functional.silu(gg2) * ug2).backward(gdy)]
     try:
         ops.linear
     except (AttributeError, RuntimeError):  # an older source: no products kernel

@@ -39,9 +39,10 @@ def test_against_a_copy_and_against_nudged_probabilities(tmp_path):
     out = _run(same)
     header = next(line for line in out.splitlines() if line.startswith("| kernel |"))
     assert header.endswith("| native | against |")
-    for kernel in ("rope_attend", "silu_mul", "rms_norm"):
+    for kernel in ("rope_attend", "silu_mul", "rms_norm", "norm + backward", "swiglu + backward"):
         assert f"3M {kernel}: outputs the same bits" in out
         assert f"SmolLM2 {kernel}: outputs the same bits" in out
+    assert "| 3M rope + backward: torch's |" in out  # the training layers beside torch's
     # The attention's probabilities nudged by 1e-6: other bits in the attention alone.
     text = native_build.SOURCE.read_text()
     other = tmp_path / "other.cpp"
