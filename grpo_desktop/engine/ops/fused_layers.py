@@ -114,9 +114,10 @@ class _SwiGLU(torch.autograd.Function):
 
 def norm_forward(module, hidden_states: torch.Tensor) -> torch.Tensor:
     """RMSNorm.forward: the kernel where it fits, else transformers' own."""
-    weight, eps = module.weight, getattr(module, "variance_epsilon", None)
+    weight, eps = getattr(module, "weight", None), getattr(module, "variance_epsilon", None)
     ops = None
-    if isinstance(eps, float) and _cpu_float(hidden_states, weight) and weight.dim() == 1:
+    fits = isinstance(eps, float) and isinstance(weight, torch.Tensor) and weight.dim() == 1
+    if fits and _cpu_float(hidden_states, weight) and hidden_states.size(-1) == weight.size(0):
         ops = _ops()
     if ops is None:
         return _original(module, "norm")(module, hidden_states)

@@ -144,16 +144,19 @@ def test_the_bundle_is_found_beside_the_engine_in_the_packaged_app():
 
 ATTEND_PROBE = """
 import json, torch
-from grpo_desktop.engine.ops import fused_attention, native
+from grpo_desktop.engine.ops import fused_attention, fused_layers, native
 ops = native.decode_ops()
-print(json.dumps({"line": native.describe(), "attend": fused_attention._ops() is not None}))
+print(json.dumps({"line": native.describe(), "attend": fused_attention._ops() is not None,
+                  "layers": fused_layers._ops() is not None}))
 """
 
 
 @pytest.mark.slow
 def test_the_passes_attention_is_in_the_avx2_and_avx512_builds_and_not_in_the_oldest(tmp_path):
     """x86-64-v3 and v4 carry `attend` and pass the load-time check with it; x86-64-v2 (no FMA:
-    its loops were 7-12x slower than torch's attention) leaves it out and still loads."""
+    its loops were 7-12x slower than torch's attention) leaves it out and still loads. Every
+    level carries the passes' norm, rotary and gate kernels (plain vector loops: faster than
+    torch's operations at every level, bench/kernel_levels.py)."""
     flags = native_build.cpu_flags()
     levels = [lv for lv in native_build.LEVELS if lv.needs <= flags]
     if not levels or shutil.which(native_build.compiler()) is None or native._switched_off():
@@ -167,3 +170,4 @@ def test_the_passes_attention_is_in_the_avx2_and_avx512_builds_and_not_in_the_ol
         )
         assert probe["line"] == f"fused decode kernels bundled with the app ({level.name})"
         assert probe["attend"] is (level is not V2), level.name
+        assert probe["layers"] is True, level.name
