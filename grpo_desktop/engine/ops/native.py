@@ -205,17 +205,7 @@ def _self_check(ops) -> str | None:
     if not torch.allclose(ops.linear(x, w, bias), product, rtol=2e-5, atol=2e-5):
         return "its matrix product differs from torch's"
     problem = _attention_check(ops, g) if has_attend(ops) else None
-    return problem or (_layers_check(ops, g) if has_layers(ops) else None)
-
-
-def has_layers(ops) -> bool:
-    """Whether this build has the passes' norm, rotary and gate kernels (native_layers.cpp;
-    builds of an earlier source in an installer's bundle may not)."""
-    try:
-        ops.swiglu_backward  # noqa: B018
-    except (AttributeError, RuntimeError):
-        return False
-    return True
+    return problem or _layers_check(ops, g)  # every build has them (plain vector loops)
 
 
 def _layers_check(ops, g: torch.Generator) -> str | None:
