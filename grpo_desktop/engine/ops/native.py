@@ -8,11 +8,13 @@ and the attention in one pass per row and key/value head (`rope_attend`), SiLU w
 product in one (`silu_mul`) and RMSNorm in one (`rms_norm`; torch's CPU rms_norm is five
 operations). On `bench/vs_trl.py --quick`'s 3M model that took the generation from 0.22-0.23
 to 0.18-0.19 s a step, the demo's from 0.18 to 0.14 (bench/README.md, "Fused decode kernels").
-The attention sums blocks of 64, then 16, scores (and outputs) in registers, each term in the
-order of a plain loop: the 3M model's attention 1.6x faster on an AMD EPYC, SmolLM2's 1.14x, the
-same bits (bench/README.md, "session 26"). `linear` runs the step's matrix products: MKL's,
-tuned for many rows, ran a decode's 32 at 80-120 GFLOP/s on two Zen 4 cores, these at 150-180
-(bench/README.md, "session 27").
+The attention sums blocks of up to 64 scores (and outputs) in registers for all the query
+heads of a key/value head at once, each term in the order of a plain loop (bench/README.md,
+sessions 26 and 30). `linear` runs the step's matrix products: MKL's, tuned for many rows, ran a
+decode's 32 at 80-120 GFLOP/s on two Zen 4 cores, these at 150-180 (bench/README.md, "session
+27"). `decode_step` runs all of a step's layers and its output layer in one call, each thread
+taking its rows through every layer, and lets a group's rows read one copy of their prompt's
+keys and values (session 30).
 
 torch's CPU build cannot fuse them itself without a compiler, so the kernels are compiled with
 the machine's C++ compiler (ops/native_build.py) the first time a decode needs them (about 6 s on
@@ -205,7 +207,55 @@ def _self_check(ops) -> str | None:
     if not torch.allclose(ops.linear(x, w, bias), product, rtol=2e-5, atol=2e-5):
         return "its matrix product differs from torch's"
     problem = _attention_check(ops, g) if has_attend(ops) else None
+    problem = problem or (_step_check(ops, g) if has_step(ops) else None)
     return problem or _layers_check(ops, g)  # every build has them (plain vector loops)
+
+
+def _step_check(ops, g: torch.Generator) -> str | None:
+    """`decode_step` against the same step op by op (decode_script.NATIVE_SOURCE's order): two
+    layers (q/k/v with biases), 5 rows of which two read a third's prompt (`lead`; 20
+    positions and heads 16 wide, so its blocks of 16 do), one row padded."""
+    N, E, H, Hkv, D, F, V, P, cap = 5, 24, 4, 2, 16, 20, 11, 20, 22
+    R = (H + 2 * Hkv) * D
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=g) * 0.5
+
+    layers = [
+        dict(n1=rand(E), n2=rand(E), qkv=rand(R, E), qkv_b=rand(R), o=rand(E, H * D), gu=rand(2 * F, E),
+             down=rand(E, F), keys=rand(N, Hkv, D, cap), values=rand(N, Hkv, cap, D))
+        for _ in range(2)
+    ]  # fmt: skip
+    for x in layers:  # rows 3 and 4 hold row 2's prompt
+        x["keys"][3:, ..., :P] = x["keys"][2, ..., :P]
+        x["values"][3:, :, :P] = x["values"][2, :, :P]
+    norm, head = rand(E), rand(V, E)
+    h, cos, sin = rand(N, E), rand(N, 1, D), rand(N, 1, D)
+    blocked = torch.zeros(N, 1, 1, cap, dtype=torch.bool)
+    blocked[0, ..., :2] = True
+    L = P + 1
+    expected, x_h = None, h.clone()
+    copies = [(x["keys"].clone(), x["values"].clone()) for x in layers]
+    for x, (k, v) in zip(layers, copies):
+        qkv = ops.linear(ops.rms_norm(x_h, x["n1"], 1e-6), x["qkv"], x["qkv_b"]).view(N, -1, D)
+        out = ops.rope_attend(qkv, cos, sin, k, v, L, H, Hkv, 0.3, blocked)
+        x_h.add_(ops.linear(out, x["o"], None))
+        gated = ops.silu_mul(ops.linear(ops.rms_norm(x_h, x["n2"], 1e-6), x["gu"], None), F)
+        x_h.add_(ops.linear(gated, x["down"], None))
+    expected = ops.linear(ops.rms_norm(x_h, norm, 1e-6), head, None)
+    lists = {k: [x[k] for x in layers] for k in layers[0]}
+    nones = [None, None]
+    logits = ops.decode_step(
+        h, cos, sin, blocked, L, lists["n1"], lists["n2"], [1e-6, 1e-6], lists["qkv"],
+        lists["qkv_b"], lists["o"], nones, lists["gu"], nones, lists["down"], nones,
+        lists["keys"], lists["values"], H, Hkv, D, F, 0.3, norm, 1e-6, head, None,
+        torch.tensor([0, 1, 2, 2, 2]), P,
+    )  # fmt: skip
+    if not torch.allclose(logits, expected, rtol=1e-5, atol=1e-5):
+        return "its whole decode step differs from its kernels op by op"
+    if not all(torch.equal(x["keys"], k) for x, (k, _) in zip(layers, copies)):
+        return "its whole decode step writes other keys than its kernels"
+    return None
 
 
 def _layers_check(ops, g: torch.Generator) -> str | None:
@@ -250,6 +300,16 @@ def has_attend(ops) -> bool:
     x86-64-v2 one leaves it to torch)."""
     try:
         ops.attend  # noqa: B018
+    except (AttributeError, RuntimeError):
+        return False
+    return True
+
+
+def has_step(ops) -> bool:
+    """Whether this build has `decode_step`, the lean decoder's whole step in one call (builds
+    with AVX2 and FMA, whose products it runs, do)."""
+    try:
+        ops.decode_step  # noqa: B018
     except (AttributeError, RuntimeError):
         return False
     return True

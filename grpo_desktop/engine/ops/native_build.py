@@ -1,5 +1,6 @@
-"""Compiling the fused kernels (native_decode.cpp, native_attention.cpp and their shared header
-native_vec.h) into one library torch can load, for this CPU or for the installers.
+"""Compiling the fused kernels (native_decode.cpp, native_attention.cpp, native_layers.cpp and
+their headers native_vec.h and native_products.h) into one library torch can load, for this CPU
+or for the installers.
 
 Two callers, one compile:
 - ops/native.py compiles for this machine's CPU (`-march=native`) the first time a CPU decode
@@ -37,7 +38,10 @@ OTHER_SOURCES = (
     Path(__file__).with_name("native_attention.cpp"),  # the passes' attention
     Path(__file__).with_name("native_layers.cpp"),  # the passes' norms, rotary, SwiGLU gate
 )
-HEADERS = (Path(__file__).with_name("native_vec.h"),)
+HEADERS = (
+    Path(__file__).with_name("native_vec.h"),  # shared by the decode's and the passes' attention
+    Path(__file__).with_name("native_products.h"),  # the decode's products (native_decode.cpp)
+)
 # -ffp-contract=off: the keys and values written are torch's bits (no fused multiply-adds);
 # -fopenmp: `omp simd` loops and at::parallel_for's OpenMP backend (torch's own libgomp is
 # already loaded when the library is, and the library uses it).
@@ -142,7 +146,7 @@ def compile_library(library: Path, target: list[str], source: Path | None = None
     library.parent.mkdir(parents=True, exist_ok=True)
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     includes = [arg for path in headers for arg in ("-isystem", str(path))]
-    includes += ["-I", str(SOURCE.parent)]  # native_vec.h
+    includes += ["-I", str(SOURCE.parent)]  # the headers
     links = [f"-L{root / 'lib'}"]
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
         out = Path(tmp) / library.name

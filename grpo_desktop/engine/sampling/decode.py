@@ -14,7 +14,10 @@ can check: Llama and Qwen2 on the CPU, every layer full attention, each projecti
 `lean_decoder` returns None and the sampler calls the model. CUDA uses decode_static.py.
 Where ops/native.py's fused kernels are built, a float32 decoder runs its rotary embedding,
 key/value writes and attention, SwiGLU's gate and its matrix products through them: the same
-keys and values, the logits within float rounding of torch's operations (`LeanDecoder.native`).
+keys and values, the logits within float rounding of torch's operations (`LeanDecoder.native`);
+with 8 rows or more a thread, the whole step is one call of them (`decode_step`: no barrier
+between operations, each row's work in one core's cache, a group's rows reading one copy of
+their prompt's keys and values), the same bits as the script's calls one by one.
 
 Try it: tests/engine/sampling/test_decode.py and test_decode_lean_step.py (its logits and
 tokens against the forward's, its torch calls per token).
@@ -33,6 +36,12 @@ from grpo_desktop.engine.sampling import decode_script
 ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
 SCRIPTED = True  # run the layers through decode_script.py where it covers the model (tests: False)
 NATIVE = True  # use ops/native.py's fused kernels where they are built (tests: False for torch's)
+WHOLE_STEP = (
+    True  # with them, the whole step in one call where it can (tests: False for the script)
+)
+# Rows per thread from which the whole step is faster: each of its threads reads every weight
+# (the script's products split them), which fewer rows do not repay (bench/README.md, session 30)
+WHOLE_MIN_ROWS = 8
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP = ("gate_proj", "up_proj", "down_proj")
 
@@ -291,7 +300,19 @@ class LeanDecoder:
         products = [self.head] + [p for s in self.steps for p in (s.qkv, s.o, s.gate_up, s.down)]
         self.products = {(id(p), i): fn for p in products for i, fn in enumerate(p.fns)}
         self.length = self.prompt = 0  # positions filled (prompt + tokens fed), prompt length
+        # Rows holding copies of one prompt's keys and values (share_prompts): the run of each
+        # row, and the row whose copy the whole step reads for all of them (None: its own).
+        self.prompt_of: torch.Tensor | None = None
+        self.lead: torch.Tensor | None = None
         self.script, self.script_args = self._scripted(inner, layers)
+        # The script's very operations in one call of the kernels, each thread taking its rows
+        # through every layer (ops/native_decode.cpp's decode_step): the same bits, no barriers.
+        self.whole = (
+            WHOLE_STEP
+            and self.script is not None
+            and self.native is not None
+            and native.has_step(self.native)
+        )
 
     def _scripted(self, inner, layers: list[_Layer]):
         """(decode_script's compiled layers, its arguments after `L`) when this model's step is
@@ -361,10 +382,30 @@ class LeanDecoder:
             self.blocked = full
         self.length = self.prompt = P
 
+    def share_prompts(self, owner: torch.Tensor) -> None:
+        """Rows with the same owner (N,) (sampler.prompt_runs' runs: a group's answers) hold
+        copies of one prompt's keys and values: the whole step reads the first such row's copy
+        for all of them, which stays in the cache where each row's own came from memory (the
+        same numbers, so the same logits)."""
+        self.prompt_of = owner.to(torch.long)
+        self._find_leads()
+
+    def _find_leads(self) -> None:
+        """self.lead (N,): for each row, the first row with its prompt."""
+        owner = self.prompt_of
+        N = owner.numel()
+        rows = torch.arange(N, device=owner.device)  # (N,)
+        first = torch.full((int(owner.max()) + 1,), N, dtype=torch.long, device=owner.device)
+        first.scatter_reduce_(0, owner, rows, "amin")  # (U,) first row of each run
+        self.lead = first.index_select(0, owner)  # (N,)
+
     def keep(self, rows: torch.Tensor) -> None:
         """Go on with only the rows `rows` (K,) of the current ones (after start()): their keys,
         values, rotary angles and mask are kept, the others' dropped (rows that ended cost
         nothing more). Each kept row's numbers are unchanged; later steps take K rows."""
+        if self.prompt_of is not None:
+            self.prompt_of = self.prompt_of.index_select(0, rows)
+            self._find_leads()
         for buffers in (self.keys, self.values):  # the lists the script's arguments hold
             for i, t in enumerate(buffers):
                 buffers[i] = t.index_select(0, rows)  # (K, ...)
@@ -393,6 +434,15 @@ class LeanDecoder:
         N, D, Hkv, H = tokens.size(0), self.head_dim, self.kv_heads, self.heads
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (N, 1, D)
         h = F.embedding(tokens, self.embed_w)  # (N, E)
+        # The script's operations below in one call of the kernels, each thread's rows through
+        # every layer, where a thread has rows enough
+        if self.whole and N // torch.get_num_threads() >= WHOLE_MIN_ROWS:
+            try:
+                return self.native.decode_step(
+                    h, cos, sin, blocked, L, *self.script_args, self.lead, self.prompt
+                )  # (N, V)
+            except RuntimeError:  # its checks refused these tensors before it wrote anything
+                self.whole = False
         if self.script is not None:  # the same operations below, in TorchScript's loop
             try:
                 with torch.jit.optimized_execution(False):

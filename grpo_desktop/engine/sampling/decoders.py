@@ -61,6 +61,10 @@ class Decoder:
         (True); False: it goes on with all of them."""
         return False
 
+    def share_prompts(self, owner: torch.Tensor) -> None:
+        """Rows with the same owner (N,) hold copies of one prompt's keys and values: a path that
+        can read one copy for all of them may (the same numbers)."""
+
     def close(self) -> None:
         """Nothing to free unless a path says so."""
 
@@ -118,6 +122,9 @@ class LeanDecode(Decoder):
     def keep(self, rows: torch.Tensor) -> bool:
         self.lean.keep(rows)
         return True
+
+    def share_prompts(self, owner: torch.Tensor) -> None:
+        self.lean.share_prompts(owner)
 
 
 class StaticDecode(Decoder):

@@ -100,8 +100,10 @@ def sample_tokens(
     # decoder picks its products itself (kernels.product_for).
     runs = prompt_runs(prompt_ids, attention)  # the rows that repeat a prompt, or None
     with fast_linear(device):
-        logits, cache = _prefill(model, prompt_ids, attention, positions, runs)  # (N, V)
+        logits, cache, copied = _prefill_runs(model, prompt_ids, attention, positions, runs)
     decoder = _decoder(model, cache, attention, positions, max_new_tokens, decode_dtype)
+    if copied is not None:  # a run's rows read one copy of their prompt's keys and values
+        decoder.share_prompts(copied)
     del cache  # the decoder holds what it needs of the prefill's keys and values
     # Rows with the same prompt and the same tokens so far are stepped once (twin_rows.py).
     twins = None
@@ -311,6 +313,13 @@ def _prefill(model, prompt_ids, attention, positions, runs=_FIND):
     """Run the prompts, each distinct one once (a group's G rows share it: `runs`, prompt_runs'
     answer, found here unless given), and copy its keys and values to the rows that repeat it.
     Returns the last position's logits (N, V) and the cache."""
+    logits, cache, _ = _prefill_runs(model, prompt_ids, attention, positions, runs)
+    return logits, cache
+
+
+def _prefill_runs(model, prompt_ids, attention, positions, runs=_FIND):
+    """`_prefill`'s (logits, cache) and the run of each row (N,) when rows of a run got copies of
+    one prompt's keys and values (the same numbers), else None."""
     if runs is _FIND:
         runs = prompt_runs(prompt_ids, attention)
     if runs is not None:
@@ -319,8 +328,8 @@ def _prefill(model, prompt_ids, attention, positions, runs=_FIND):
             model, prompt_ids[first], attention[first], positions[first]
         )  # (U, V)
         if expand_rows(cache, owner):  # (U, ...) -> (N, ...) per layer
-            return logits[owner], cache
-    return _prefill_distinct(model, prompt_ids, attention, positions)
+            return logits[owner], cache, owner
+    return (*_prefill_distinct(model, prompt_ids, attention, positions), None)
 
 
 def _prefill_distinct(model, prompt_ids, attention, positions):

@@ -42,10 +42,12 @@ def _torch_attention(qkv, cos, sin, keys, values, L, H, Hkv, scaling, blocked):
     return out.reshape(N, -1), keys, values
 
 
-# Head widths and lengths that take each of the kernel's paths: blocks of 64 and 16 key positions
-# (or outputs), a last block overlapping the one before (L 70, D 40), fewer than 16 (L 11, D 8).
+# Head widths and lengths that take each of the kernel's paths: blocks of 64, 32 and 16 key
+# positions (or outputs), a last block overlapping the one before (L 70, D 40), fewer than 16
+# (L 11, D 8); 1 to 9 query heads a key/value head (over 8: two groups of heads).
 @pytest.mark.parametrize(
-    "H,Hkv,D", [(4, 4, 16), (8, 4, 32), (9, 3, 64), (14, 2, 64), (6, 2, 40), (4, 2, 8)]
+    "H,Hkv,D",
+    [(4, 4, 16), (8, 4, 32), (9, 3, 64), (14, 2, 64), (6, 2, 40), (4, 2, 8), (9, 1, 32)],
 )
 @pytest.mark.parametrize("L", [11, 70, 144])
 @pytest.mark.parametrize("masked", [False, True])

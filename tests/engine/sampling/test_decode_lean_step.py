@@ -13,7 +13,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from grpo_desktop.engine.models.tiny import build_tiny_model
-from grpo_desktop.engine.ops import kernels
+from grpo_desktop.engine.ops import kernels, native
 from grpo_desktop.engine.sampling import decode, sampler
 from grpo_desktop.engine.sampling.rollout import tokenize_prompts
 from tests.support.decoding import forward_step
@@ -94,13 +94,19 @@ def _demo_model():
 
 
 @torch.no_grad()
-@pytest.mark.parametrize("scripted", [False, True])
-def test_a_demo_step_calls_torch_at_most_36_times_per_layer(monkeypatch, scripted, choose_linear):
+@pytest.mark.parametrize("path", ["python", "script", "whole"])
+def test_a_demo_step_calls_torch_at_most_36_times_per_layer(monkeypatch, path, choose_linear):
     """The overhead the issue measured is per call: the modules' own code made ~74 calls per
     layer and token (305 for the demo's 4 layers); the lean step makes about 33 (141) from
-    Python, and with its layers in TorchScript (decode_script.py) a handful per token."""
-    choose_linear("0")  # F.linear products (a timing may pick oneDNN's, which is not scripted)
-    monkeypatch.setattr(decode, "SCRIPTED", scripted)
+    Python, with its layers in TorchScript (decode_script.py) a handful per token, and with the
+    whole step in one call of the fused kernels (native_decode.cpp's decode_step) as many."""
+    if path == "whole":
+        if native.decode_ops() is None or not native.has_step(native.decode_ops()):
+            pytest.skip(f"no fused decode step here: {native.describe()}")
+    else:
+        choose_linear("0")  # F.linear products (a timing may pick oneDNN's, which is not scripted)
+        monkeypatch.setattr(decode, "WHOLE_STEP", False)
+    monkeypatch.setattr(decode, "SCRIPTED", path != "python")
     model = _demo_model()
     layers = model.config.num_hidden_layers
     ids = torch.randint(3, 100, (32, 40), generator=torch.Generator().manual_seed(0))
@@ -113,8 +119,9 @@ def test_a_demo_step_calls_torch_at_most_36_times_per_layer(monkeypatch, scripte
     calls = _Calls()
     with calls:
         lean.step(logits.argmax(-1))
-    assert (lean.script is not None) == scripted
-    assert calls.count <= (8 if scripted else 36 * layers + 12), calls.count
+    assert (lean.script is not None) == (path != "python")
+    assert lean.whole == (path == "whole")
+    assert calls.count <= (36 * layers + 12 if path == "python" else 9), calls.count
 
 
 @torch.no_grad()
