@@ -138,7 +138,7 @@ def measure(model, rows: int, prompt: int, tokens: int, rounds: int) -> dict:
     positions = (mask.cumsum(1) - 1).clamp(min=0)
     capacity = prompt + tokens + 1
     with torch.no_grad():
-        logits, cache = sampler._prefill(model, ids, mask, positions)
+        logits, cache, copied = sampler._prefill_runs(model, ids, mask, positions)
         lean = decode.lean_decoder(model, cache, capacity)
     if lean is None:
         raise SystemExit("this model is not one the lean decoder runs; nothing to measure")
@@ -147,6 +147,8 @@ def measure(model, rows: int, prompt: int, tokens: int, rounds: int) -> dict:
     def ours():
         d = decode.lean_decoder(model, cache, capacity)
         d.start(mask, positions[:, -1:] + 1)
+        if copied is not None:  # a group's rows read one copy of their prompt, as sampled
+            d.share_prompts(copied)
         tok = first
         for _ in range(tokens):
             tok = d.step(tok).argmax(-1)
