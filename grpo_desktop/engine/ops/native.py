@@ -39,7 +39,8 @@ values written are torch's bits (-ffp-contract=off). The same library carries th
 attention, forward and backward (`attend`, native_attention.cpp), which ops/fused_attention.py
 puts in transformers' place on the CPU: the prefill, the log-prob and update passes then run it;
 and their RMSNorm, rotary embedding and SwiGLU gate, forward and backward (native_layers.cpp,
-for ops/fused_layers.py).
+for ops/fused_layers.py); and the sampler's draw for vocabularies of one block (native_draw.cpp,
+for ops/draw.py's `draw_small`).
 
 Try it: python -c "from grpo_desktop.engine.ops import native; native.decode_ops(); print(native.describe())"
 """
@@ -104,6 +105,7 @@ def build_name() -> str:
     for part in (
         native_build.source_bytes(SOURCE),
         " ".join(FLAGS).encode(),
+        json.dumps(native_build.SOURCE_FLAGS, sort_keys=True).encode(),
         torch.__version__.encode(),
     ):
         digest.update(part)
@@ -208,7 +210,21 @@ def _self_check(ops) -> str | None:
         return "its matrix product differs from torch's"
     problem = _attention_check(ops, g) if has_attend(ops) else None
     problem = problem or (_step_check(ops, g) if has_step(ops) else None)
+    problem = problem or _draw_check(ops, g)  # every build has the draw (plain loops)
     return problem or _layers_check(ops, g)  # every build has them (plain vector loops)
+
+
+def _draw_check(ops, g: torch.Generator) -> str | None:
+    """`draw_block` against draw.py's one-block draw: the same tokens for the same numbers."""
+    from grpo_desktop.engine.ops import draw
+
+    probs = torch.softmax(torch.randn(9, 50, generator=g) * 4, dim=-1)  # (9, 50)
+    probs[:, ::4] = 0.0  # masked tokens
+    u = torch.rand(9, 1, dtype=torch.float64, generator=g)  # (9, 1)
+    mass, _ = draw._blocks(probs)
+    if not torch.equal(ops.draw_block(probs, u), draw._invert_one_block(probs, mass, u)):
+        return "its token draw differs from draw.py's"
+    return None
 
 
 def _step_check(ops, g: torch.Generator) -> str | None:

@@ -1,5 +1,5 @@
-"""Compiling the fused kernels (native_decode.cpp, native_attention.cpp, native_layers.cpp and
-their headers native_vec.h and native_products.h) into one library torch can load, for this CPU
+"""Compiling the fused kernels (native_decode.cpp, native_attention.cpp, native_layers.cpp,
+native_draw.cpp and their headers native_vec.h and native_products.h) into one library torch can load, for this CPU
 or for the installers.
 
 Two callers, one compile:
@@ -37,6 +37,7 @@ SOURCE = Path(__file__).with_name("native_decode.cpp")  # the decode's kernels
 OTHER_SOURCES = (
     Path(__file__).with_name("native_attention.cpp"),  # the passes' attention
     Path(__file__).with_name("native_layers.cpp"),  # the passes' norms, rotary, SwiGLU gate
+    Path(__file__).with_name("native_draw.cpp"),  # the sampler's draw, small vocabularies
 )
 HEADERS = (
     Path(__file__).with_name("native_vec.h"),  # shared by the decode's and the passes' attention
@@ -46,6 +47,9 @@ HEADERS = (
 # -fopenmp: `omp simd` loops and at::parallel_for's OpenMP backend (torch's own libgomp is
 # already loaded when the library is, and the library uses it).
 COMPILE_FLAGS = ["-O3", "-ffast-math", "-ffp-contract=off", "-fopenmp", "-fPIC", "-std=c++20"]
+# Per source, after those: the draw repeats draw.py's float64 arithmetic to the bit and tests
+# for non-finite totals, which -ffast-math would let the compiler reorder and assume away.
+SOURCE_FLAGS = {"native_draw.cpp": ["-fno-fast-math"]}
 MANIFEST = "manifest.json"
 
 
@@ -155,7 +159,7 @@ def compile_library(library: Path, target: list[str], source: Path | None = None
         sources = (source or SOURCE, *OTHER_SOURCES)
         objects = [str(Path(tmp) / f"{i}_{src.stem}.o") for i, src in enumerate(sources)]
         _run(*(
-            [cxx, *flags, *includes, "-c", str(src), "-o", obj]
+            [cxx, *flags, *SOURCE_FLAGS.get(src.name, []), *includes, "-c", str(src), "-o", obj]
             for src, obj in zip(sources, objects)
         ))  # fmt: skip
         _run([cxx, *objects, "-shared", "-fopenmp", *links, "-lc10", "-ltorch_cpu", "-o", str(out)])

@@ -155,3 +155,41 @@ def test_some_rows_of_a_batch_draw_what_they_would_have_drawn_in_it(V):
     assert torch.equal(some, whole[kept])
     alone = draw(probs[kept], torch.Generator().manual_seed(5))  # the first 4 numbers instead
     assert not torch.equal(alone, whole[kept])
+
+
+def test_the_fused_kernels_draw_the_same_tokens_in_one_call(monkeypatch):
+    """`draw_small` (native_draw.cpp) repeats `draw`'s one-block arithmetic: for the same random
+    numbers the same tokens, over vocabularies up to a block, rows that need not sum to 1,
+    masked tokens, ties of equal cumulative sums, rows kept from a larger batch; a diverged row
+    raises as `draw` does; without the kernels it is `draw`."""
+    from grpo_desktop.engine.ops import native
+
+    if native.decode_ops() is None:
+        pytest.skip(f"fused kernels not built here: {native.describe()}")
+    g = torch.Generator().manual_seed(5)
+    for trial in range(120):
+        N = int(torch.randint(1, 40, (1,), generator=g))
+        V = int(torch.randint(1, BLOCK + 1, (1,), generator=g))
+        logits = torch.randn(N, V, generator=g) * float(torch.rand(1, generator=g) * 20)
+        if trial % 5 == 0:
+            logits[:, ::3] = float("-inf")  # masked tokens: zero probability
+        probs = torch.softmax(logits, -1) * (3.7 if trial % 7 == 0 else 1.0)
+        rows = None
+        if trial % 4 == 0:
+            rows = (torch.randperm(N + 5, generator=g)[:N].sort().values, N + 5)
+        torch.manual_seed(trial)
+        expected = draw(probs, rows=rows)
+        torch.manual_seed(trial)
+        assert torch.equal(draw_module.draw_small(probs, rows=rows), expected), trial
+    ties = torch.tensor([[0.0, 0.5, 0.0, 0.5, 0.0]]).repeat(2000, 1)  # cumulative sums repeat
+    torch.manual_seed(1)
+    expected = draw(ties)
+    torch.manual_seed(1)
+    assert torch.equal(draw_module.draw_small(ties), expected)
+    assert set(expected.tolist()) == {1, 3}
+    for bad in ([[float("nan"), 1.0]], [[0.0, 0.0]], [[float("inf"), 1.0]]):
+        with pytest.raises(DivergedError, match="diverged"):
+            draw_module.draw_small(torch.tensor(bad))
+    monkeypatch.setattr(draw_module, "_draw_ops", lambda: None)  # no kernels: `draw` itself
+    torch.manual_seed(2)
+    assert torch.equal(draw_module.draw_small(probs), (torch.manual_seed(2), draw(probs))[1])
