@@ -62,13 +62,13 @@ def _remove_small_operations() -> None:
     decode_script.SOURCE = source
     # Without norms the activations grow until the probabilities overflow: draw from
     # sanitised ones (one small operation a token) so that the decode goes on.
-    drawing = sampler.draw_small
+    drawing = sampler.draw
 
-    def draw_small(probs, rows=None):
+    def draw(probs, generator=None, rows=None):
         safe = torch.nan_to_num(probs, nan=1.0, posinf=1.0, neginf=0.0).clamp_(min=0.0)
-        return drawing(safe, rows=rows)
+        return drawing(safe, generator, rows)
 
-    sampler.draw_small = draw_small
+    sampler.draw = draw
     llama.apply_rotary_pos_emb = lambda q, k, cos, sin, unsqueeze_dim=1: (q, k)
     llama.LlamaRMSNorm.forward = lambda self, x: x
     llama.LlamaMLP.forward = lambda self, x: self.down_proj(self.gate_proj(x) + self.up_proj(x))

@@ -119,3 +119,15 @@ def choose_linear(monkeypatch):
     yield choose
     kernels._state.clear()
     kernels._state.update(saved)
+
+
+@pytest.fixture
+def two_threads():
+    """torch on two threads for the test (the suite runs on one: OMP_NUM_THREADS above), as a
+    2-core machine runs the app; the count before is put back after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)

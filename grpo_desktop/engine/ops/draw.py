@@ -10,8 +10,8 @@ widening K only for rows whose top K do not reach top_p (a near-uniform row: the
 Tokens masked to -inf are never drawn; a row whose probabilities are not finite (a diverged
 model) raises a UserError that says so instead of torch's bare message. CUDA keeps
 `torch.multinomial` (sampler.py decides) and top-p one sort (`_sorted_nucleus`). On a CPU with
-the fused kernels built, a vocabulary of one block (the demo's) is drawn by `draw_small` in one
-call of native_draw.cpp: the same arithmetic, the same tokens, about twenty torch calls fewer a
+the fused kernels built, a vocabulary of one block (the demo's) is drawn in one call of
+native_draw.cpp: the same arithmetic, the same tokens, about twenty torch calls fewer a
 token (the quick benchmark's sampling: 12 → 4 ms a step of 64 tokens, bench/README.md).
 
 Try it: tests/engine/ops/test_draw.py.
@@ -47,38 +47,38 @@ def draw(
     non-negative probs (N, V); the rows need not sum to 1. `rows` (indices (N,), M): these are
     those rows of a batch of M, and each gets the random number it would have got in the whole
     batch, so a sampler that dropped its finished rows draws the same tokens for the others."""
+    ops = _kernels_for(probs)
+    if ops is not None:  # this arithmetic for a vocabulary of one block, in one call
+        tokens = ops.draw_block(probs, _uniforms(probs, generator, rows))  # (N,) -1: not finite
+        if tokens.numel() and int(tokens.min()) < 0:
+            raise DivergedError(DIVERGED)
+        return tokens
     mass, cdf = _blocks(probs)
     total = cdf[:, -1:]  # (N, 1)
     if not bool((torch.isfinite(total) & (total > 0)).all()):
         raise DivergedError(DIVERGED)
-    N = probs.size(0) if rows is None else rows[1]
-    u = torch.rand(N, 1, dtype=torch.float64, device=probs.device, generator=generator)  # (N, 1)
-    if rows is not None:
-        u = u.index_select(0, rows[0])  # (K, 1) the kept rows' numbers
+    u = _uniforms(probs, generator, rows)  # (N, 1)
     if probs.size(1) <= BLOCK:
         return _invert_one_block(probs, mass, u)
     return _invert(probs, mass, cdf, u)
 
 
-def draw_small(probs: torch.Tensor, rows: tuple[torch.Tensor, int] | None = None) -> torch.Tensor:
-    """`draw` for a CPU vocabulary of one block in one call of the fused kernels' `draw_block`
-    (native_draw.cpp: the same arithmetic, so the same tokens for the same random numbers;
-    about twenty torch calls fewer a token) where they are built, else `draw`."""
-    ops = _draw_ops() if probs.size(1) <= BLOCK and probs.device.type == "cpu" else None
-    if ops is None or probs.dtype != torch.float32 or probs.stride(1) != 1:
-        return draw(probs, rows=rows)
+def _uniforms(probs, generator, rows) -> torch.Tensor:
+    """One float64 number in [0, 1) per row of probs (N, 1): of the whole batch's M when `rows`
+    says these are some of its rows, each kept row the one it would have had."""
     N = probs.size(0) if rows is None else rows[1]
-    u = torch.rand(N, 1, dtype=torch.float64)  # (N, 1) as `draw` takes them
-    if rows is not None:
-        u = u.index_select(0, rows[0])  # (K, 1) the kept rows' numbers
-    tokens = ops.draw_block(probs, u)  # (N,) -1 where a row's total is not a positive number
-    if int(tokens.min()) < 0:
-        raise DivergedError(DIVERGED)
-    return tokens
+    u = torch.rand(N, 1, dtype=torch.float64, device=probs.device, generator=generator)  # (N, 1)
+    return u if rows is None else u.index_select(0, rows[0])  # (K, 1) the kept rows' numbers
 
 
-def _draw_ops():
-    """The fused kernels (every build has `draw_block`), or None where they are not built."""
+def _kernels_for(probs: torch.Tensor):
+    """The fused kernels (native_draw.cpp's `draw_block`: `_invert_one_block`'s arithmetic, the
+    same tokens, about twenty torch calls fewer a token) for float32 CPU probabilities of one
+    block whose rows are contiguous, where they are built; else None."""
+    if probs.size(1) > BLOCK or probs.device.type != "cpu" or probs.dtype != torch.float32:
+        return None
+    if probs.stride(1) != 1:
+        return None
     from grpo_desktop.engine.ops import native
 
     return native.decode_ops()

@@ -40,7 +40,7 @@ attention, forward and backward (`attend`, native_attention.cpp), which ops/fuse
 puts in transformers' place on the CPU: the prefill, the log-prob and update passes then run it;
 and their RMSNorm, rotary embedding and SwiGLU gate, forward and backward (native_layers.cpp,
 for ops/fused_layers.py); and the sampler's draw for vocabularies of one block (native_draw.cpp,
-for ops/draw.py's `draw_small`).
+for ops/draw.py's `draw`).
 
 Try it: python -c "from grpo_desktop.engine.ops import native; native.decode_ops(); print(native.describe())"
 """
@@ -314,8 +314,12 @@ def _close(mine: torch.Tensor, expected: torch.Tensor) -> bool:
 def has_attend(ops) -> bool:
     """Whether this build has the passes' attention (builds for CPUs with AVX2 and FMA do; the
     x86-64-v2 one leaves it to torch)."""
+    return _has(ops, "attend")
+
+
+def _has(ops, name: str) -> bool:
     try:
-        ops.attend  # noqa: B018
+        getattr(ops, name)
     except (AttributeError, RuntimeError):
         return False
     return True
@@ -324,11 +328,7 @@ def has_attend(ops) -> bool:
 def has_step(ops) -> bool:
     """Whether this build has `decode_step`, the lean decoder's whole step in one call (builds
     with AVX2 and FMA, whose products it runs, do)."""
-    try:
-        ops.decode_step  # noqa: B018
-    except (AttributeError, RuntimeError):
-        return False
-    return True
+    return _has(ops, "decode_step")
 
 
 def _attention_check(ops, g: torch.Generator) -> str | None:

@@ -213,6 +213,22 @@ __attribute__((noinline)) void attend_heads(const float* row, const float* c, co
   }
 }
 
+// A decode's `blocked` (N, 1, 1, >= L) bool or None: its data and row / position strides, checked
+// for `op`'s message; {nullptr, 0, 0} without one.
+struct Blocked {
+  const bool* data;
+  int64_t row, position;
+};
+
+Blocked blocked_positions(const c10::optional<at::Tensor>& blocked, int64_t N, int64_t L,
+                          const char* op) {
+  if (!blocked.has_value() || !blocked->defined()) return {nullptr, 0, 0};
+  TORCH_CHECK(blocked->scalar_type() == at::kBool && blocked->dim() == 4 && blocked->size(0) == N &&
+                  blocked->size(3) >= L,
+              op, ": blocked must be (N, 1, 1, >= L) bool");
+  return {blocked->data_ptr<bool>(), blocked->stride(0), blocked->stride(3)};
+}
+
 // One layer's attention for one new token per row.
 //   qkv     (N, H + 2 Hkv, D) contiguous: this token's query, key and value heads, unrotated
 //   cos/sin (N, 1, D), last dimension contiguous; sin with its first half negated, so that the
@@ -251,16 +267,7 @@ at::Tensor rope_attend(const at::Tensor& qkv, const at::Tensor& cos, const at::T
   float* vp = values.data_ptr<float>();
   const int64_t k0 = keys.stride(0), k1 = keys.stride(1), k2 = keys.stride(2);
   const int64_t v0 = values.stride(0), v1 = values.stride(1), v2 = values.stride(2);
-  const bool* bp = nullptr;
-  int64_t b0 = 0, b3 = 0;
-  if (blocked.has_value() && blocked->defined()) {
-    TORCH_CHECK(blocked->scalar_type() == at::kBool && blocked->dim() == 4 && blocked->size(0) == N &&
-                    blocked->size(3) >= L,
-                "rope_attend: blocked must be (N, 1, 1, >= L) bool");
-    bp = blocked->data_ptr<bool>();
-    b0 = blocked->stride(0);
-    b3 = blocked->stride(3);
-  }
+  const auto [bp, b0, b3] = blocked_positions(blocked, N, L, "rope_attend");
   const float sc = static_cast<float>(scaling);
   float* op = out.data_ptr<float>();
   // Whole rows to a thread (their heads' sums side by side) when there are rows for every
@@ -474,16 +481,7 @@ at::Tensor decode_step(at::Tensor h, const at::Tensor& cos, const at::Tensor& si
   const float* nw = weight_data(norm_w.view({1, -1}), 1, E, "final norm");
   const float* hw = weight_data(head_w, V, E, "output layer");
   const float* hb = optional_data(head_b, V, "output layer");
-  const bool* bp = nullptr;
-  int64_t b0 = 0, b3 = 0;
-  if (blocked.has_value() && blocked->defined()) {
-    TORCH_CHECK(blocked->scalar_type() == at::kBool && blocked->dim() == 4 && blocked->size(0) == N &&
-                    blocked->size(3) >= L,
-                "decode_step: blocked must be (N, 1, 1, >= L) bool");
-    bp = blocked->data_ptr<bool>();
-    b0 = blocked->stride(0);
-    b3 = blocked->stride(3);
-  }
+  const auto [bp, b0, b3] = blocked_positions(blocked, N, L, "decode_step");
   const int64_t* lp_rows = nullptr;  // each row's lead: a row with its first `shared` positions
   if (lead.has_value() && lead->defined()) {
     TORCH_CHECK(lead->scalar_type() == at::kLong && lead->dim() == 1 && lead->size(0) == N &&
@@ -505,35 +503,44 @@ at::Tensor decode_step(at::Tensor h, const at::Tensor& cos, const at::Tensor& si
   at::parallel_for(0, N, 1, [&](int64_t begin, int64_t end) {
     const int64_t M = end - begin, chunks = (M + 31) / 32;
     // this thread's rows: normed input, q/k/v, attended, gate/up, gated, a product's output;
-    // x transposed; the attention's scores
-    std::vector<float> x(M * E), qkv(M * R * D), att(M * H * D), gu(M * 2 * F), gated(M * F),
-        y(M * E), xt(widest * 32 * chunks), buffer(H * (L + D) + D);
+    // x transposed; the attention's scores. One block, not zeroed: each part is written before
+    // it is read.
+    const int64_t sizes[] = {M * E, M * R * D, M * H * D, M * 2 * F, M * F, M * E,
+                             widest * 32 * chunks, H * (L + D) + D};
+    int64_t total = 0;
+    for (const int64_t n : sizes) total += n;
+    std::unique_ptr<float[]> scratch(new float[total]);
+    float* parts[8];
+    int64_t offset = 0;
+    for (int i = 0; i < 8; offset += sizes[i], ++i) parts[i] = scratch.get() + offset;
+    float *x = parts[0], *qkv = parts[1], *att = parts[2], *gu = parts[3], *gated = parts[4],
+          *y = parts[5], *xt = parts[6], *buffer = parts[7];
     float* hr = hp + begin * E;
     auto product = [&](const float* in, int64_t K, const float* w, const float* b, int64_t out_n,
                        float* out) {
-      const std::vector<int64_t> rows = transposed(in, K, M, K, xt.data());
-      product_rows(xt.data(), rows, K, w, b, out, out_n, 0, out_n);
+      const std::vector<int64_t> rows = transposed(in, K, M, K, xt);
+      product_rows(xt, rows, K, w, b, out, out_n, 0, out_n);
     };
     for (const StepLayer& s : layers) {
-      for (int64_t m = 0; m < M; ++m) norm_row(hr + m * E, s.in_norm, s.eps, E, x.data() + m * E);
-      product(x.data(), E, s.qkv_w, s.qkv_b, R * D, qkv.data());
+      for (int64_t m = 0; m < M; ++m) norm_row(hr + m * E, s.in_norm, s.eps, E, x + m * E);
+      product(x, E, s.qkv_w, s.qkv_b, R * D, qkv);
       for (int64_t m = 0; m < M; ++m) {
         const int64_t r = begin + m, lr = lp_rows ? lp_rows[r] : r;
-        attend_heads(qkv.data() + m * R * D, cp + r * cs, sp + r * ss, s.keys + r * s.k0, s.k1, s.k2,
+        attend_heads(qkv + m * R * D, cp + r * cs, sp + r * ss, s.keys + r * s.k0, s.k1, s.k2,
                      s.values + r * s.v0, s.v1, s.v2, L, H, Hkv, D, 0, Hkv, bp ? bp + r * b0 : nullptr,
-                     b3, sc, buffer.data(), att.data() + m * H * D, s.keys + lr * s.k0,
+                     b3, sc, buffer, att + m * H * D, s.keys + lr * s.k0,
                      s.values + lr * s.v0, shared);
       }
-      product(att.data(), H * D, s.o_w, s.o_b, E, y.data());
-      add_rows(hr, y.data(), M * E);
-      for (int64_t m = 0; m < M; ++m) norm_row(hr + m * E, s.post_norm, s.eps, E, x.data() + m * E);
-      product(x.data(), E, s.gu_w, s.gu_b, 2 * F, gu.data());
-      for (int64_t m = 0; m < M; ++m) silu_row(gu.data() + m * 2 * F, F, gated.data() + m * F);
-      product(gated.data(), F, s.down_w, s.down_b, E, y.data());
-      add_rows(hr, y.data(), M * E);
+      product(att, H * D, s.o_w, s.o_b, E, y);
+      add_rows(hr, y, M * E);
+      for (int64_t m = 0; m < M; ++m) norm_row(hr + m * E, s.post_norm, s.eps, E, x + m * E);
+      product(x, E, s.gu_w, s.gu_b, 2 * F, gu);
+      for (int64_t m = 0; m < M; ++m) silu_row(gu + m * 2 * F, F, gated + m * F);
+      product(gated, F, s.down_w, s.down_b, E, y);
+      add_rows(hr, y, M * E);
     }
-    for (int64_t m = 0; m < M; ++m) norm_row(hr + m * E, nw, ne, E, x.data() + m * E);
-    product(x.data(), E, hw, hb, V, lp + begin * V);
+    for (int64_t m = 0; m < M; ++m) norm_row(hr + m * E, nw, ne, E, x + m * E);
+    product(x, E, hw, hb, V, lp + begin * V);
   });
   return logits;
 }

@@ -36,9 +36,8 @@ from grpo_desktop.engine.sampling import decode_script
 ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
 SCRIPTED = True  # run the layers through decode_script.py where it covers the model (tests: False)
 NATIVE = True  # use ops/native.py's fused kernels where they are built (tests: False for torch's)
-WHOLE_STEP = (
-    True  # with them, the whole step in one call where it can (tests: False for the script)
-)
+# with them, the whole step in one call where it can (tests: False for the script's step)
+WHOLE_STEP = True
 # Rows per thread from which the whole step is faster: each of its threads reads every weight
 # (the script's products split them), which fewer rows do not repay (bench/README.md, session 30)
 WHOLE_MIN_ROWS = 8

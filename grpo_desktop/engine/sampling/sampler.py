@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from grpo_desktop.engine.ops.adapters import adapters_off
-from grpo_desktop.engine.ops.draw import draw_small, nucleus
+from grpo_desktop.engine.ops.draw import draw, nucleus
 from grpo_desktop.engine.ops.fused_head import probs_entropy, sampling_entropy
 from grpo_desktop.engine.ops.host_memory import DecodeTrim
 from grpo_desktop.engine.ops.kernels import fast_linear
@@ -209,11 +209,11 @@ def _next_tokens(
 def _draw(probs: torch.Tensor, rows: tuple[torch.Tensor, int] | None = None) -> torch.Tensor:
     """One token per row (N,) from probs (N, V): engine/ops/draw.py's two-level inverse CDF on the
     CPU (torch.multinomial there costs more than the output layer at a 150k vocabulary; a
-    vocabulary of one block in one call of the fused kernels, `draw_small`), multinomial's GPU
-    kernel on CUDA (whose decoders keep every row: `rows` is None there)."""
+    vocabulary of one block in one call of the fused kernels), multinomial's GPU kernel on CUDA
+    (whose decoders keep every row: `rows` is None there)."""
     if probs.device.type == "cuda":
         return torch.multinomial(probs, 1).squeeze(1)
-    return draw_small(probs, rows=rows)
+    return draw(probs, rows=rows)
 
 
 class _LiveRows:

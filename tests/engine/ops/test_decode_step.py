@@ -31,14 +31,6 @@ def model(request, tmp_path_factory):
     return AutoModelForCausalLM.from_pretrained(folder).eval()
 
 
-@pytest.fixture
-def two_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(before)
-
-
 def _groups(n_groups: int = 3, G: int = 8, P: int = 37):
     """n_groups prompts, each repeated G times (a step's groups); the second one left-padded."""
     g = torch.Generator().manual_seed(4)

@@ -158,14 +158,27 @@ def test_some_rows_of_a_batch_draw_what_they_would_have_drawn_in_it(V):
 
 
 def test_the_fused_kernels_draw_the_same_tokens_in_one_call(monkeypatch):
-    """`draw_small` (native_draw.cpp) repeats `draw`'s one-block arithmetic: for the same random
-    numbers the same tokens, over vocabularies up to a block, rows that need not sum to 1,
+    """A one-block CPU draw runs in one call of the fused kernels (native_draw.cpp's
+    `draw_block`), which repeats the one-block arithmetic: for the same random numbers the same
+    tokens as without them, over vocabularies up to a block, rows that need not sum to 1,
     masked tokens, ties of equal cumulative sums, rows kept from a larger batch; a diverged row
-    raises as `draw` does; without the kernels it is `draw`."""
+    raises as without them."""
     from grpo_desktop.engine.ops import native
 
     if native.decode_ops() is None:
         pytest.skip(f"fused kernels not built here: {native.describe()}")
+    kernels = draw_module._kernels_for
+
+    def both(probs, rows=None, seed=0):
+        """(the kernels' tokens, draw.py's own) for the same random numbers."""
+        out = []
+        for chosen in (kernels, lambda probs: None):
+            monkeypatch.setattr(draw_module, "_kernels_for", chosen)
+            torch.manual_seed(seed)
+            out.append(draw(probs, rows=rows))
+        return out
+
+    assert kernels(torch.rand(2, 7)) is not None  # the kernels are in use here
     g = torch.Generator().manual_seed(5)
     for trial in range(120):
         N = int(torch.randint(1, 40, (1,), generator=g))
@@ -177,19 +190,13 @@ def test_the_fused_kernels_draw_the_same_tokens_in_one_call(monkeypatch):
         rows = None
         if trial % 4 == 0:
             rows = (torch.randperm(N + 5, generator=g)[:N].sort().values, N + 5)
-        torch.manual_seed(trial)
-        expected = draw(probs, rows=rows)
-        torch.manual_seed(trial)
-        assert torch.equal(draw_module.draw_small(probs, rows=rows), expected), trial
+        mine, expected = both(probs, rows, seed=trial)
+        assert torch.equal(mine, expected), trial
     ties = torch.tensor([[0.0, 0.5, 0.0, 0.5, 0.0]]).repeat(2000, 1)  # cumulative sums repeat
-    torch.manual_seed(1)
-    expected = draw(ties)
-    torch.manual_seed(1)
-    assert torch.equal(draw_module.draw_small(ties), expected)
+    mine, expected = both(ties, seed=1)
+    assert torch.equal(mine, expected)
     assert set(expected.tolist()) == {1, 3}
+    monkeypatch.setattr(draw_module, "_kernels_for", kernels)
     for bad in ([[float("nan"), 1.0]], [[0.0, 0.0]], [[float("inf"), 1.0]]):
         with pytest.raises(DivergedError, match="diverged"):
-            draw_module.draw_small(torch.tensor(bad))
-    monkeypatch.setattr(draw_module, "_draw_ops", lambda: None)  # no kernels: `draw` itself
-    torch.manual_seed(2)
-    assert torch.equal(draw_module.draw_small(probs), (torch.manual_seed(2), draw(probs))[1])
+            draw(torch.tensor(bad))

@@ -16,11 +16,9 @@ CPU = torch.device("cpu")
 
 
 @pytest.fixture
-def two_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
+def two_threads(two_threads):
+    """tests/conftest.py's, and no forced thread count after the test."""
     yield
-    torch.set_num_threads(before)
     decode_threads.FORCE = None
 
 
